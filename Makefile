@@ -1,0 +1,47 @@
+# Scalar: two commands. `make run` starts the product, `make test` passes every test.
+# Both set everything up from nothing (a .venv built from pyproject.toml and requirements.lock).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# Parallel test workers (pytest-xdist); override with `make test JOBS=1`.
+JOBS   ?= auto
+
+.PHONY: run test lint typecheck contracts unit bench clean lock
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/scalar demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+contracts: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) -q
+
+test: lint typecheck contracts unit
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_all
+
+# Re-pin every transitive dependency after changing pyproject.toml.
+lock:
+	rm -rf /tmp/scalar-lock-venv && $(PYTHON) -m venv /tmp/scalar-lock-venv
+	/tmp/scalar-lock-venv/bin/python -m pip install --quiet --upgrade pip
+	/tmp/scalar-lock-venv/bin/python -m pip install --quiet -e '.[dev]'
+	/tmp/scalar-lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+from scalar.cli.main import main
+
+main()

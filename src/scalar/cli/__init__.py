@@ -1,0 +1,1 @@
+"""The ``scalar`` command."""

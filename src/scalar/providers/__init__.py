@@ -1,0 +1,1 @@
+"""One module per market or cloud, each behind one Protocol; ``sim`` is the built-in market."""

@@ -1,0 +1,1 @@
+"""Drives the engine in real time: loops, the leader lease, the action executor."""

@@ -1,0 +1,1 @@
+"""Database schema, migrations and repositories: SQLite by default, PostgreSQL by URL."""

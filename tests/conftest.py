@@ -1,0 +1,44 @@
+"""Shared test setup: hypothesis profiles and a real-subprocess CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+SHARED = REPO.parent / "shared"
+
+# HYPOTHESIS_PROFILE=thorough for long local runs; CI uses the default profile.
+settings.register_profile(
+    "default", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+CliResult = subprocess.CompletedProcess[str]
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., CliResult]:
+    """Run ``scalar ARGS...`` as a real process and return its completed result (text stdout/stderr)."""
+
+    def _run(*args: str | Path, stdin: str | None = None) -> CliResult:
+        return subprocess.run(
+            [sys.executable, "-m", "scalar", *map(str, args)],
+            capture_output=True,
+            text=True,
+            input=stdin,
+            cwd=REPO,
+            timeout=120,
+        )
+
+    return _run
