@@ -14,6 +14,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Scalar: buy GPU capacity where it is cheapest, slice it, pack work onto it, and explain why."""
+
+
 # Each module registers its own commands with ``register(app)``.
 COMMAND_MODULES = ("orderbook", "place", "quote", "route", "endpoint", "simulate", "demo")
 

@@ -1,0 +1,98 @@
+"""Values exchanged with a seller of capacity: what we ask for, what we are granted, what happens to it.
+
+These are pure values shared by the engine (which decides to buy), the providers (which sell) and the
+runtime (which carries one to the other). The provider Protocol itself lives in ``scalar.providers.base``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+
+from scalar.domain.tier import Tier
+
+
+class OrderState(StrEnum):
+    PENDING = "pending"  # accepted by the seller, not yet matched
+    FILLED = "filled"  # capacity granted: ``Order.block`` is set
+    REJECTED = "rejected"  # refused (no liquidity at the limit price, bad request, quota)
+    CANCELLED = "cancelled"
+
+
+class NodeState(StrEnum):
+    """A purchased node's (slice's) lifecycle, seed 003: REQUESTING -> BOOTING -> INITIALIZING -> READY."""
+
+    REQUESTING = "requesting"
+    BOOTING = "booting"
+    INITIALIZING = "initializing"
+    READY = "ready"
+    FAILED = "failed"
+    TERMINATED = "terminated"
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRequest:
+    """Buy ``node_count`` nodes of one offer shape for ``duration_s`` at no more than the limit price."""
+
+    provider: str
+    instance_type: str
+    node_count: int
+    duration_s: int
+    limit_price_per_gpu_hour: Decimal | None
+    tier: Tier
+    gpu_model: str | None = None
+    gpus_per_node: int = 8
+    spot: bool = False
+    region: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockGrant:
+    """A contract the seller granted: nodes of one shape from ``start_time`` to ``end_time``."""
+
+    block_id: str
+    provider: str
+    instance_type: str
+    gpu_model: str | None
+    gpus_per_node: int
+    vram_per_gpu_gb: float
+    cpu_per_node: float
+    ram_per_node_gb: float
+    start_time: datetime
+    end_time: datetime
+    price_per_gpu_hour: Decimal
+    node_ids: tuple[str, ...]
+    spot: bool = False
+    region: str | None = None
+
+    @property
+    def cost_per_hour(self) -> Decimal:
+        return self.price_per_gpu_hour * self.gpus_per_node * len(self.node_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """The seller's view of one purchase, matched to the buyer's idempotency key."""
+
+    order_id: str
+    idempotency_key: str
+    state: OrderState
+    request: CapacityRequest
+    block: BlockGrant | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """Something a seller reports about a node: a lifecycle move, a preemption, a finished job."""
+
+    node_id: str
+    block_id: str
+    at: datetime
+    state: NodeState | None = None
+    job_id: str | None = None
+    job_succeeded: bool | None = None
+    reason: str | None = None
+    details: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,73 @@
+"""The one Protocol every market or cloud implements, the built-in market included.
+
+Calls are synchronous (the runtime runs them off the event loop). Every purchase carries the buyer's
+idempotency key: asking twice with the same key returns the same order, never a second one, so a
+controller that crashes between "decided to buy" and "bought" can simply ask again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from scalar.domain.market import CapacityRequest, NodeEvent, Order
+from scalar.domain.offers import Offer
+from scalar.domain.orderbook import BookOrder
+
+
+class ProviderError(Exception):
+    """A provider could not answer. ``retryable`` says whether asking again later may help."""
+
+    def __init__(self, provider: str, message: str, retryable: bool = True) -> None:
+        self.provider = provider
+        self.retryable = retryable
+        super().__init__(f"{provider}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Book:
+    """One instance type's public orderbook; prices in USD per GPU-hour, quantities in GPUs."""
+
+    instance_type: str
+    asks: tuple[BookOrder, ...]
+    bids: tuple[BookOrder, ...]
+    observed_at: datetime
+
+
+@runtime_checkable
+class Provider(Protocol):
+    name: str
+
+    def list_offers(self, now: datetime) -> Sequence[Offer]:
+        """Everything purchasable now, normalized."""
+        ...
+
+    def orderbook(self, instance_type: str, now: datetime) -> Book | None:
+        """The public book for an orderbook market; ``None`` for fixed-price sellers."""
+        ...
+
+    def buy(self, request: CapacityRequest, idempotency_key: str, now: datetime) -> Order:
+        """Place (or find again, by key) a purchase."""
+        ...
+
+    def get_order(self, idempotency_key: str, now: datetime) -> Order | None:
+        """The order placed with this key, or ``None`` if the seller never saw it."""
+        ...
+
+    def release(self, block_id: str, now: datetime) -> None:
+        """End a contract early (terminate, or sell the rest back where the market allows)."""
+        ...
+
+    def start_work(
+        self, node_id: str, job_id: str, expected_duration_s: int, now: datetime
+    ) -> None:
+        """Run a job on a node (until the node agent exists, sellers that can, run it on a timer)."""
+        ...
+
+    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None: ...
+
+    def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
+        """Node lifecycle moves, preemptions and finished jobs after ``cursor``; returns the new cursor."""
+        ...
