@@ -1,0 +1,354 @@
+"""Seed 001's bin packing: which node and which GPUs a job goes to, or what to ask for when none fits.
+
+``schedule_job(job, nodes, now)`` runs the seed's filters on every node, in the seed's order (tier, then
+the job's allowed GPU models, expiry with the 300 s safety margin, CPU, RAM, GPUs with enough VRAM), scores
+the nodes that pass with the seed's formula (:mod:`scalar.domain.packing_score`) and places the job on the
+best one. Higher score wins; equal scores go to the lowest node id, so the answer does not depend on the
+order the nodes come in. Every node not chosen gets a :class:`Reason`, and the decision one sentence.
+
+When no node fits: ``REQUEST_MORE_CAPACITY`` for a FAST job, ``QUEUE_FOR_FLEX`` for a FLEX job, with the
+seed's provider hint (Prime Intellect below 8 GPUs, SFCompute from 8). This is the single-node decision: a
+job larger than every node is reported as such; splitting it across nodes is the control plane's call.
+
+Cost: one pass over each node's GPUs, so O(nodes x GPUs per node).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from scalar.domain.errors import InvalidSpecError
+from scalar.domain.packing_model import Job, Node, nodes_by_id
+from scalar.domain.packing_score import (
+    SCORE_TIE_DIGITS,
+    SEED_WEIGHTS,
+    ScoreBreakdown,
+    ScoreWeights,
+    combine,
+    expiry_penalty,
+    fit_gpus,
+    fragmentation,
+    provider_bonus,
+    provider_hint,
+    utilization_after,
+)
+from scalar.domain.packing_text import fmt_duration, fmt_indices, fmt_num, plural
+from scalar.domain.reasons import Reason
+from scalar.domain.tier import Tier
+
+BIN_PACK_SAFETY_MARGIN_SEC = 300
+
+# Why a node was not chosen, in the order the filters run.
+TIER_MISMATCH = "tier_mismatch"
+GPU_MODEL_NOT_ALLOWED = "gpu_model_not_allowed"
+EXPIRES_TOO_SOON = "expires_too_soon"
+INSUFFICIENT_CPU = "insufficient_cpu"
+INSUFFICIENT_RAM = "insufficient_ram"
+INSUFFICIENT_GPUS = "insufficient_gpus"
+LOWER_SCORE = "lower_score"
+REJECTION_ORDER = (
+    TIER_MISMATCH,
+    GPU_MODEL_NOT_ALLOWED,
+    EXPIRES_TOO_SOON,
+    INSUFFICIENT_CPU,
+    INSUFFICIENT_RAM,
+    INSUFFICIENT_GPUS,
+    LOWER_SCORE,
+)
+
+# The decision's own reason.
+PLACED = "placed"
+NO_NODE_FITS = "no_node_fits"
+LARGER_THAN_ANY_NODE = "larger_than_any_node"
+NO_NODES = "no_nodes"
+
+
+class PlacementKind(StrEnum):
+    EXISTING_NODE = "EXISTING_NODE"
+    REQUEST_MORE_CAPACITY = "REQUEST_MORE_CAPACITY"
+    QUEUE_FOR_FLEX = "QUEUE_FOR_FLEX"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRejection:
+    """Why ``node_id`` was not chosen. ``score`` is set when the node was a candidate that scored lower."""
+
+    node_id: str
+    reason: Reason
+    score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvaluation:
+    """One node seen by the packer: either a rejection ``reason`` or the GPUs it offers and their score."""
+
+    node: Node
+    reason: Reason | None
+    gpu_indices: tuple[int, ...] = ()
+    score: ScoreBreakdown | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementDecision:
+    """Where the job goes (``EXISTING_NODE``) or what to do instead, with every reason.
+
+    ``provider`` is the chosen node's provider, or the seed's hint for new capacity. ``reason`` is the
+    decision's own reason; its message is the one-sentence ``summary``. ``rejections`` lists every node not
+    chosen, in input order.
+    """
+
+    kind: PlacementKind
+    job_id: str
+    tier: Tier
+    provider: str
+    reason: Reason
+    node_id: str | None = None
+    gpu_indices: tuple[int, ...] = ()
+    score: ScoreBreakdown | None = None
+    rejections: tuple[NodeRejection, ...] = ()
+
+    @property
+    def placed(self) -> bool:
+        return self.kind is PlacementKind.EXISTING_NODE
+
+    @property
+    def summary(self) -> str:
+        return self.reason.message
+
+
+def evaluate_node(
+    job: Job,
+    node: Node,
+    now: datetime,
+    *,
+    safety_margin_sec: float = BIN_PACK_SAFETY_MARGIN_SEC,
+    weights: ScoreWeights = SEED_WEIGHTS,
+) -> NodeEvaluation:
+    """Run the filters on one node; if it passes, pick its GPUs and score them."""
+    if node.tier != job.tier:
+        return NodeEvaluation(
+            node,
+            Reason(
+                TIER_MISMATCH,
+                f"{node.tier.value} node; the job is {job.tier.value}",
+                resource="tier",
+                need=job.tier.value,
+                have=node.tier.value,
+            ),
+        )
+    if not job.allows_model(node.gpu_model):
+        allowed = ",".join(job.gpu_models or ())
+        return NodeEvaluation(
+            node,
+            Reason(
+                GPU_MODEL_NOT_ALLOWED,
+                f"GPU model {node.gpu_model or 'unknown'} is not one the job allows ({allowed})",
+                resource="gpu_model",
+                need=allowed,
+                have=node.gpu_model,
+            ),
+        )
+    time_left = node.time_to_expiry(now)
+    time_needed = job.expected_duration_sec + safety_margin_sec
+    if time_left < time_needed:
+        when = f"expires in {fmt_duration(time_left)}" if time_left > 0 else "has expired"
+        return NodeEvaluation(
+            node,
+            Reason(
+                EXPIRES_TOO_SOON,
+                f"{when}; the job needs {fmt_duration(job.expected_duration_sec)} "
+                f"+ {fmt_duration(safety_margin_sec)} safety margin",
+                resource="time_s",
+                need=time_needed,
+                have=time_left,
+                limit=safety_margin_sec,
+            ),
+        )
+    block = node.block
+    if node.cpu_used + job.cpu_cores > block.cpu_per_node:
+        return NodeEvaluation(
+            node,
+            Reason(
+                INSUFFICIENT_CPU,
+                f"needs {fmt_num(job.cpu_cores)} free CPU cores, has {fmt_num(node.free_cpu())} "
+                f"of {fmt_num(block.cpu_per_node)}",
+                resource="cpu_cores",
+                need=job.cpu_cores,
+                have=node.free_cpu(),
+                limit=block.cpu_per_node,
+            ),
+        )
+    if node.ram_used_gb + job.ram_gb > block.ram_per_node_gb:
+        return NodeEvaluation(
+            node,
+            Reason(
+                INSUFFICIENT_RAM,
+                f"needs {fmt_num(job.ram_gb)} GB free RAM, has {fmt_num(node.free_ram_gb())} "
+                f"of {fmt_num(block.ram_per_node_gb)} GB",
+                resource="ram_gb",
+                need=job.ram_gb,
+                have=node.free_ram_gb(),
+                limit=block.ram_per_node_gb,
+            ),
+        )
+    fit = fit_gpus(job, node)
+    if fit.indices is None:
+        return NodeEvaluation(node, _gpu_shortage(job, node, fit.usable, fit.held, fit.too_small))
+    breakdown = combine(
+        utilization_after(fit.total_vram_gb, fit.used_vram_gb, job),
+        fragmentation(fit.indices),
+        expiry_penalty(time_left, job.expected_duration_sec),
+        provider_bonus(node.provider, job.gpu_count),
+        weights,
+    )
+    return NodeEvaluation(node, None, fit.indices, breakdown)
+
+
+def _gpu_shortage(job: Job, node: Node, usable: int, held: int, too_small: int) -> Reason:
+    count = job.gpu_count
+    if count > node.gpu_count:
+        message = f"needs {count} GPUs on one node; this node has {node.gpu_count}"
+    else:
+        kind = "unoccupied or shared" if job.share_gpu else "unoccupied"
+        message = (
+            f"needs {count} {kind} GPUs with {fmt_num(job.vram_per_gpu_gb)} GB VRAM free each, has {usable} "
+            f"of {node.gpu_count} ({held} held by other jobs, {too_small} with too little VRAM free)"
+        )
+    return Reason(INSUFFICIENT_GPUS, message, resource="gpus", need=count, have=usable, limit=node.gpu_count)
+
+
+def _rank(evaluation: NodeEvaluation) -> tuple[float, str]:
+    assert evaluation.score is not None
+    return (-round(evaluation.score.score, SCORE_TIE_DIGITS), evaluation.node.id)
+
+
+def schedule_job(
+    job: Job,
+    nodes: Sequence[Node],
+    now: datetime,
+    *,
+    safety_margin_sec: float = BIN_PACK_SAFETY_MARGIN_SEC,
+    weights: ScoreWeights = SEED_WEIGHTS,
+) -> PlacementDecision:
+    """Place ``job`` on the best of ``nodes`` at time ``now`` (UTC-aware), or say what capacity to get."""
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidSpecError("now", f"{now.isoformat()} has no time zone", "pass a UTC-aware datetime")
+    if len({node.id for node in nodes}) != len(nodes):
+        nodes_by_id(nodes)  # raises, naming the repeated id
+    evaluations = [
+        evaluate_node(job, node, now, safety_margin_sec=safety_margin_sec, weights=weights) for node in nodes
+    ]
+    candidates = [e for e in evaluations if e.reason is None]
+    best = min(candidates, key=_rank) if candidates else None
+    rejections = tuple(_rejection(e, best) for e in evaluations if e is not best)
+    head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
+    counts = _count_phrases(job, rejections, safety_margin_sec)
+    if best is not None:
+        assert best.score is not None
+        score = best.score.score
+        summary = (
+            f"{head}: placed on {best.node.id} GPUs {fmt_indices(best.gpu_indices)} (score {score:.4f})"
+            + (f"; {', '.join(counts)}" if counts else "")
+            + "."
+        )
+        return PlacementDecision(
+            kind=PlacementKind.EXISTING_NODE,
+            job_id=job.id,
+            tier=job.tier,
+            provider=best.node.provider,
+            reason=Reason(PLACED, summary, resource="score", have=round(score, 6)),
+            node_id=best.node.id,
+            gpu_indices=best.gpu_indices,
+            score=best.score,
+            rejections=rejections,
+        )
+    return _no_placement(job, nodes, rejections, head, counts)
+
+
+def _no_placement(
+    job: Job, nodes: Sequence[Node], rejections: tuple[NodeRejection, ...], head: str, counts: list[str]
+) -> PlacementDecision:
+    hint = provider_hint(job.gpu_count)
+    if job.tier is Tier.FAST:
+        kind, action = PlacementKind.REQUEST_MORE_CAPACITY, "request more capacity"
+    else:
+        kind, action = PlacementKind.QUEUE_FOR_FLEX, "queue for FLEX capacity"
+    then = f"{action} (provider hint: {hint})"
+    largest = max((node.gpu_count for node in nodes), default=0)
+    if not nodes:
+        reason = Reason(
+            NO_NODES, f"{head}: the cluster has no nodes; {then}.", resource="nodes", need=1, have=0
+        )
+    elif job.gpu_count > largest:
+        reason = Reason(
+            LARGER_THAN_ANY_NODE,
+            f"{head}: no node has {job.gpu_count} GPUs (the largest has {largest}); {then}; "
+            "splitting a job across nodes is the control plane's call.",
+            resource="gpus",
+            need=job.gpu_count,
+            have=largest,
+        )
+    else:
+        reason = Reason(
+            NO_NODE_FITS,
+            f"{head}: {', '.join(counts)}, none left; {then}.",
+            resource="nodes",
+            need=1,
+            have=0,
+            limit=len(nodes),
+        )
+    return PlacementDecision(
+        kind=kind, job_id=job.id, tier=job.tier, provider=hint, reason=reason, rejections=rejections
+    )
+
+
+def _rejection(evaluation: NodeEvaluation, best: NodeEvaluation | None) -> NodeRejection:
+    node_id = evaluation.node.id
+    if evaluation.reason is not None:
+        return NodeRejection(node_id, evaluation.reason)
+    assert evaluation.score is not None and best is not None and best.score is not None
+    mine, theirs = evaluation.score.score, best.score.score
+    if round(mine, SCORE_TIE_DIGITS) == round(theirs, SCORE_TIE_DIGITS):
+        message = f"scored {mine:.4f}, equal to {best.node.id}; equal scores go to the lowest node id"
+    else:
+        message = f"scored {mine:.4f}, below {best.node.id}'s {theirs:.4f}"
+    reason = Reason(LOWER_SCORE, message, resource="score", have=round(mine, 6), limit=round(theirs, 6))
+    return NodeRejection(node_id, reason, mine)
+
+
+def _need_text(job: Job) -> str:
+    if job.gpu_count == 0:
+        return "no GPU"
+    shared = " (sharing allowed)" if job.share_gpu else ""
+    return f"{job.gpu_count}x{fmt_num(job.vram_per_gpu_gb)} GB {plural(job.gpu_count, 'GPU')}{shared}"
+
+
+def _count_phrases(job: Job, rejections: Sequence[NodeRejection], safety_margin_sec: float) -> list[str]:
+    """``["12 nodes lack 4 GPUs with 60 GB free", "3 expire within 2h05m"]``: most common cause first,
+    equal counts in filter order."""
+    counts = Counter(r.reason.code for r in rejections)
+    other_tier = Tier.FLEX.value if job.tier is Tier.FAST else Tier.FAST.value
+    window = fmt_duration(job.expected_duration_sec + safety_margin_sec)
+    gpus = f"{job.gpu_count} {plural(job.gpu_count, 'GPU')}"
+    gpus += f" with {fmt_num(job.vram_per_gpu_gb)} GB free" if job.vram_per_gpu_gb > 0 else " free"
+    phrases: list[str] = []
+    present = [code for code in REJECTION_ORDER if counts.get(code, 0)]
+    for code in sorted(present, key=lambda c: -counts[c]):
+        n = counts[code]
+        one = n == 1
+        text = {
+            TIER_MISMATCH: f"{'is' if one else 'are'} {other_tier}",
+            GPU_MODEL_NOT_ALLOWED: f"{'has' if one else 'have'} a GPU model the job does not allow",
+            EXPIRES_TOO_SOON: f"expire{'s' if one else ''} within {window}",
+            INSUFFICIENT_CPU: f"lack{'s' if one else ''} {fmt_num(job.cpu_cores)} free CPU cores",
+            INSUFFICIENT_RAM: f"lack{'s' if one else ''} {fmt_num(job.ram_gb)} GB free RAM",
+            INSUFFICIENT_GPUS: f"lack{'s' if one else ''} {gpus}",
+            LOWER_SCORE: "scored lower",
+        }[code]
+        noun = f" {plural(n, 'node')}" if not phrases else ""
+        phrases.append(f"{n}{noun} {text}")
+    return phrases
