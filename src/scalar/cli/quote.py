@@ -1,7 +1,108 @@
-"""Placeholder replaced by the `quote` command's module."""
+"""``scalar quote``: which spot offer should this workload take? (seed 002's arbitrage, offline)."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
 
 import typer
+from rich.measure import Measurement
+
+from scalar.cli.errors import user_errors
+from scalar.cli.inputs import parse_json_file
+from scalar.cli.output import console, make_table, print_json
+from scalar.domain.arbitrage import (
+    NoSuitableInstanceError,
+    Placement,
+    PlacementDecision,
+    find_optimal_placement,
+)
+from scalar.domain.money import round_cents, round_micros
+from scalar.wire.quote import PricesFile, RequirementsFile, decision_to_json
+
+# A valid request that no offer satisfies is an answer, not a usage error: exit 1 (bad input exits 2).
+NO_SUITABLE_INSTANCE = 1
+
+
+class ScorerName(StrEnum):
+    default = "default"
+    seed = "seed"
+
+
+def _row(label: str, p: Placement) -> list[object]:
+    o = p.offer
+    per_gpu = p.price_per_gpu_hour
+    return [
+        label,
+        o.provider,
+        o.region,
+        o.availability_zone,
+        o.instance_type,
+        "spot" if o.spot else "on-demand",
+        f"{o.gpu_count:g} x {o.gpu_model}" if o.gpu_count > 0 else None,
+        f"${round_micros(o.price_per_hour).normalize():f}",
+        None if per_gpu is None else f"${round_cents(per_gpu)}",
+        None if o.interruption_rate is None else f"{o.interruption_rate:g}",
+        f"{p.score:.2f}",
+    ]
+
+
+def _print_table(decision: PlacementDecision) -> None:
+    headers = [
+        "rank",
+        "provider",
+        "region",
+        "availability_zone",
+        "instance_type",
+        "kind",
+        "gpus",
+        "price_per_hour",
+        "price_per_gpu_hour",
+        "interruption_rate",
+        "score",
+    ]
+    rows = [_row("1 (chosen)", Placement(decision.offer, decision.score))]
+    rows += [_row(str(i), a) for i, a in enumerate(decision.alternatives, start=2)]
+    table = make_table(headers, rows, title=f"Placement ({decision.scorer} scorer)")
+    out = console()
+    if not out.is_terminal:  # a file or a pipe: print whole rows rather than truncate them
+        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
+    out.print(table)
+    for reason in decision.reasons:
+        out.print(f"- {reason.message}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    @app.command("quote")
+    @user_errors
+    def quote(
+        prices: Path = typer.Option(
+            ..., "--prices", help="PRICES.json: a list of seed 002 SpotPrice records."
+        ),
+        requirements: Path = typer.Option(
+            ..., "--requirements", help="REQ.json: seed 002's WorkloadRequirements (camelCase)."
+        ),
+        scorer: ScorerName = typer.Option(
+            ScorerName.default,
+            "--scorer",
+            help="default: $/GPU-hour on a fixed scale; seed: the seed's formula ($10/h price ceiling).",
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
+    ) -> None:
+        """Pick the best offer for a workload from a price list, with the top 3 alternatives.
+
+        Exits 1 when no offer fits (the message says which filter removed how many and what to relax),
+        2 on unreadable or invalid input.
+        """
+        offers = parse_json_file(prices, PricesFile).to_offers()
+        req = parse_json_file(requirements, RequirementsFile).to_requirements()
+        try:
+            decision = find_optimal_placement(req, offers, scorer=scorer.value)
+        except NoSuitableInstanceError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            raise typer.Exit(NO_SUITABLE_INSTANCE) from None
+        if as_json:
+            print_json(decision_to_json(decision))
+        else:
+            _print_table(decision)

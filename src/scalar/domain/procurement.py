@@ -1,0 +1,432 @@
+"""Procurement: the one owner of provider choice (seed 000's autoscaler integration, DESIGN.md).
+
+Each tick the control plane asks ``rank_offers(need, offers, policy)``: which offer shapes to buy a
+capacity need from, best first, each with its reasons, and every excluded offer with why. The seed's
+rules, in order:
+
+1. Fit: whole GPUs of an allowed model with enough memory, enough GPUs per node for the largest job.
+2. Tier cap: FLEX pays at most ``$10.00`` per **GPU-hour** (the seed's ``max_price_per_hour = $10.0``;
+   see docs/decisions/procurement.md for why per GPU-hour), FAST is uncapped. Configurable per tier.
+3. Size rule: below 8 GPUs Prime Intellect (``prime``) is preferred, from 8 GPUs SFCompute
+   (``sfcompute``). When the preferred provider has no offer that survives 1-2, the others are ranked by
+   the arbitrage default score and the reason says so.
+4. Within a preference class: preferred regions first, then the arbitrage default score (price per
+   needed GPU-hour, availability, GPU efficiency).
+
+``priorities_for_groups`` turns the ranking into routing's group priorities (lower = preferred, Iris
+style). ``sustained_gpu_demand`` and ``plan_consolidation`` implement "prefer SFCompute for sustained
+demand >= 8 GPUs": the sustained part of the demand goes onto whole 8-GPU blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from scalar.domain.arbitrage import (
+    canonical_gpu_model,
+    combine_default_score,
+    effective_interruption_rate,
+)
+from scalar.domain.errors import InvalidSpecError
+from scalar.domain.money import round_cents
+from scalar.domain.offers import PRIME, SFCOMPUTE, Offer
+from scalar.domain.reasons import Reason
+from scalar.domain.tier import Tier
+
+BLOCK_GPUS = 8  # an SFCompute node: 8xH100
+DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityNeed:
+    """GPUs to procure now.
+
+    ``gpu_count`` is the total; ``min_gpus_per_node`` is the largest single job's GPU count (a shape with
+    fewer GPUs per node cannot host it; 1 treats the need as divisible demand). ``gpu_memory_gb`` is the
+    minimum memory per GPU, ``gpu_models`` the allowed canonical models (empty = any).
+    """
+
+    gpu_count: int
+    tier: Tier = Tier.FAST
+    gpu_memory_gb: float | None = None
+    gpu_models: tuple[str, ...] = ()
+    min_gpus_per_node: int = 1
+    preferred_regions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.gpu_count < 1:
+            raise InvalidSpecError("gpu_count", f"must be at least 1, got {self.gpu_count}")
+        if self.min_gpus_per_node < 1:
+            raise InvalidSpecError("min_gpus_per_node", f"must be at least 1, got {self.min_gpus_per_node}")
+        if self.min_gpus_per_node > self.gpu_count:
+            raise InvalidSpecError(
+                "min_gpus_per_node",
+                f"{self.min_gpus_per_node} exceeds the need's {self.gpu_count} GPUs",
+            )
+        if self.gpu_memory_gb is not None and not (
+            math.isfinite(self.gpu_memory_gb) and self.gpu_memory_gb >= 0
+        ):
+            raise InvalidSpecError("gpu_memory_gb", f"must be >= 0, got {self.gpu_memory_gb}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcurementPolicy:
+    """The seed's numbers, each configurable. Caps are USD per GPU-hour; ``None`` means uncapped."""
+
+    flex_max_price_per_gpu_hour: Decimal | None = DEFAULT_FLEX_CAP_PER_GPU_HOUR
+    fast_max_price_per_gpu_hour: Decimal | None = None
+    block_gpus: int = BLOCK_GPUS
+    small_provider: str = PRIME
+    large_provider: str = SFCOMPUTE
+
+    def cap_for(self, tier: Tier) -> Decimal | None:
+        return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour
+
+    def preferred_provider(self, gpu_count: int) -> str:
+        """Seed 000: "< 8 GPUs: prefer Prime Intellect; >= 8 GPUs: use SFCompute"."""
+        return self.large_provider if gpu_count >= self.block_gpus else self.small_provider
+
+
+@dataclass(frozen=True, slots=True)
+class RankedOffer:
+    """One offer's place in the ranking. ``rank`` is 1-based for included offers, ``None`` if excluded.
+
+    ``nodes`` instances of the shape cover the need at ``cost_per_hour``; ``price_per_gpu_hour`` is the
+    offer's own quote; the score prices the need per *needed* GPU-hour (idle GPUs are paid for).
+    """
+
+    offer: Offer
+    rank: int | None
+    score: float | None
+    price_per_gpu_hour: Decimal | None
+    nodes: int
+    cost_per_hour: Decimal
+    preferred: bool
+    reasons: tuple[Reason, ...] = field(default=())
+
+    @property
+    def included(self) -> bool:
+        return self.rank is not None
+
+
+def _money(value: Decimal | None) -> str:
+    return "-" if value is None else f"${round_cents(value)}"
+
+
+def _exclusion(o: Offer, cn: CapacityNeed, cap: Decimal | None) -> Reason | None:
+    """The first rule an offer breaks, as a reason with numbers; ``None`` when it may serve the need."""
+    if o.gpu_count <= 0:
+        return Reason("no_gpus", f"{o.instance_type} has no GPUs", resource="gpus", need=cn.gpu_count, have=0)
+    if o.gpu_count != int(o.gpu_count):
+        return Reason(
+            "fractional_gpu",
+            f"{o.instance_type} sells a fraction of a GPU ({o.gpu_count:g}); capacity needs whole GPUs",
+            resource="gpus",
+            have=o.gpu_count,
+        )
+    if cn.gpu_models:
+        allowed = {canonical_gpu_model(m) for m in cn.gpu_models}
+        model = canonical_gpu_model(o.gpu_model) if o.gpu_model else None
+        if model not in allowed:
+            names = ", ".join(sorted(allowed))
+            return Reason(
+                "gpu_model_not_allowed",
+                f"{o.instance_type} has {model or 'an unknown GPU'}; the need allows {names}",
+                resource="gpu_model",
+                need=names,
+                have=model,
+            )
+    if cn.gpu_memory_gb is not None and o.gpu_memory_gb < cn.gpu_memory_gb:
+        return Reason(
+            "insufficient_gpu_memory",
+            f"needs GPUs with >= {cn.gpu_memory_gb:g} GB, {o.instance_type} has {o.gpu_memory_gb:g} GB",
+            resource="gpu_memory_gb",
+            need=cn.gpu_memory_gb,
+            have=o.gpu_memory_gb,
+        )
+    if o.gpu_count < cn.min_gpus_per_node:
+        return Reason(
+            "too_few_gpus_per_node",
+            f"the largest job needs {cn.min_gpus_per_node} GPUs on one node, "
+            f"{o.instance_type} has {o.gpu_count:g}",
+            resource="gpus_per_node",
+            need=cn.min_gpus_per_node,
+            have=o.gpu_count,
+        )
+    per_gpu = o.price_per_gpu_hour
+    if cap is not None and per_gpu is not None and per_gpu > cap:
+        return Reason(
+            "over_tier_cap",
+            f"{_money(per_gpu)}/GPU-h is over the {cn.tier.value} cap of {_money(cap)}/GPU-h",
+            resource="price_per_gpu_hour",
+            need=str(cap),
+            have=str(per_gpu),
+            limit=str(cap),
+        )
+    return None
+
+
+def _score(offer: Offer, need: CapacityNeed, nodes: int) -> float:
+    """The arbitrage default score with the need's economics: price per needed GPU-hour, GPU efficiency."""
+    cost = offer.price_per_hour * nodes
+    bought = nodes * offer.gpu_count
+    return combine_default_score(
+        cost / Decimal(need.gpu_count), offer.interruption_rate, need.gpu_count / bought
+    )
+
+
+def rank_offers(
+    need: CapacityNeed, offers: Sequence[Offer], policy: ProcurementPolicy | None = None
+) -> list[RankedOffer]:
+    """Rank offer shapes for ``need``: included offers by rank, then excluded ones (input order)."""
+    pol = policy or ProcurementPolicy()
+    cap = pol.cap_for(need.tier)
+    preferred_provider = pol.preferred_provider(need.gpu_count)
+    size_word = "below" if need.gpu_count < pol.block_gpus else "at least"
+
+    included: list[tuple[Offer, int, float, Reason]] = []
+    excluded: list[RankedOffer] = []
+    for offer in offers:
+        nodes = max(1, math.ceil(need.gpu_count / offer.gpu_count)) if offer.gpu_count > 0 else 1
+        cost = offer.price_per_hour * nodes
+        why_not = _exclusion(offer, need, cap)
+        if why_not is not None:
+            excluded.append(
+                RankedOffer(offer, None, None, offer.price_per_gpu_hour, nodes, cost, False, (why_not,))
+            )
+            continue
+        cap_text = "uncapped" if cap is None else f"within the {need.tier.value} cap of {_money(cap)}/GPU-h"
+        fits = Reason(
+            "fits",
+            f"{nodes} x {offer.instance_type} ({offer.gpu_count:g} x {offer.gpu_model or 'GPU'}) covers "
+            f"{need.gpu_count} GPUs at {_money(cost)}/h ({_money(offer.price_per_gpu_hour)}/GPU-h, {cap_text})",
+            resource="gpus",
+            need=need.gpu_count,
+            have=nodes * offer.gpu_count,
+            limit=None if cap is None else str(cap),
+        )
+        included.append((offer, nodes, _score(offer, need, nodes), fits))
+
+    preferred_available = any(o.provider == preferred_provider for o, *_ in included)
+    regions = need.preferred_regions
+
+    def order(item: tuple[Offer, int, float, Reason]) -> tuple[bool, bool, float, Decimal, str]:
+        o, _, score, _ = item
+        return (
+            o.provider != preferred_provider,
+            bool(regions) and o.region not in regions,
+            -score,
+            o.price_per_gpu_hour or o.price_per_hour,
+            o.key,
+        )
+
+    preferred_excluded = [r for r in excluded if r.offer.provider == preferred_provider]
+    ranked: list[RankedOffer] = []
+    for rank, (offer, nodes, score, fits) in enumerate(sorted(included, key=order), start=1):
+        reasons = [fits]
+        is_preferred = offer.provider == preferred_provider
+        if is_preferred:
+            reasons.append(
+                Reason(
+                    "preferred_provider",
+                    f"{preferred_provider} is preferred for a need {size_word} {pol.block_gpus} GPUs "
+                    f"({need.gpu_count})",
+                    resource="provider",
+                    need=need.gpu_count,
+                    limit=pol.block_gpus,
+                )
+            )
+        elif preferred_available:
+            reasons.append(
+                Reason(
+                    "not_preferred",
+                    f"ranked after {preferred_provider}'s offers, preferred for a need {size_word} "
+                    f"{pol.block_gpus} GPUs ({need.gpu_count})",
+                    resource="provider",
+                    need=preferred_provider,
+                    have=offer.provider,
+                )
+            )
+        else:
+            codes = Counter(r.reasons[0].code for r in preferred_excluded)
+            why = (
+                f"all {len(preferred_excluded)} of its offers excluded: "
+                + ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
+                if preferred_excluded
+                else "it has no offers"
+            )
+            reasons.append(
+                Reason(
+                    "fallback",
+                    f"{preferred_provider} (preferred for {need.gpu_count} GPUs) cannot serve this need "
+                    f"({why}); ranked by the arbitrage default score",
+                    resource="provider",
+                    need=preferred_provider,
+                    have=offer.provider,
+                )
+            )
+        if regions:
+            inside = offer.region in regions
+            reasons.append(
+                Reason(
+                    "preferred_region" if inside else "outside_preferred_regions",
+                    f"{offer.region} is {'in' if inside else 'outside'} the preferred regions ({', '.join(regions)})",
+                    resource="region",
+                    need=", ".join(regions),
+                    have=offer.region,
+                )
+            )
+        reasons.append(
+            Reason(
+                "score",
+                f"default score {score:.2f} (rate {effective_interruption_rate(offer):g})",
+                resource="score",
+                have=round(score, 4),
+            )
+        )
+        ranked.append(
+            RankedOffer(
+                offer,
+                rank,
+                score,
+                offer.price_per_gpu_hour,
+                nodes,
+                offer.price_per_hour * nodes,
+                is_preferred,
+                tuple(reasons),
+            )
+        )
+    return ranked + excluded
+
+
+# ---- routing priorities ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleGroupShape:
+    """A scale group's offer shape: provider x instance type x tier (``tier`` None = any tier)."""
+
+    name: str
+    provider: str
+    instance_type: str
+    tier: Tier | None = None
+
+
+def priorities_for_groups(
+    ranked: Sequence[RankedOffer],
+    groups: Sequence[ScaleGroupShape],
+    tier: Tier | None = None,
+    excluded_priority: int | None = None,
+) -> dict[str, int]:
+    """``{group_name: priority}`` for routing: 1 = most preferred, dense ranks by each group's best offer.
+
+    A group's priority comes from its best-ranked included offer of the same provider and instance type.
+    Groups of another tier are left out. Groups with no included offer are left out too, unless
+    ``excluded_priority`` is given: routing's default for an unset priority is 100 (Iris), so a caller
+    that must never grow them marks them unavailable instead.
+    """
+    best: dict[tuple[str, str], int] = {}
+    for r in ranked:
+        if r.rank is None:
+            continue
+        shape = (r.offer.provider, r.offer.instance_type)
+        best[shape] = min(best.get(shape, r.rank), r.rank)
+    eligible = [g for g in groups if tier is None or g.tier is None or g.tier is tier]
+    ranks = sorted(
+        {best[(g.provider, g.instance_type)] for g in eligible if (g.provider, g.instance_type) in best}
+    )
+    dense = {rank: i for i, rank in enumerate(ranks, start=1)}
+    out: dict[str, int] = {}
+    for g in eligible:
+        shape = (g.provider, g.instance_type)
+        if shape in best:
+            out[g.name] = dense[best[shape]]
+        elif excluded_priority is not None:
+            out[g.name] = excluded_priority
+    return out
+
+
+# ---- consolidation --------------------------------------------------------------------------------------
+
+
+def sustained_gpu_demand(samples: Sequence[tuple[datetime, int]], now: datetime, window_s: float) -> int:
+    """The GPU demand held through the whole window ``[now - window_s, now]``: its minimum.
+
+    Demand is a step function: each sample holds until the next one. The value in force at the window's
+    start is the latest sample at or before it; if there is none, the demand is unknown for part of the
+    window and nothing counts as sustained (0). Samples after ``now`` are ignored; of samples with the
+    same time, the last given wins.
+    """
+    if not (window_s > 0 and math.isfinite(window_s)):
+        raise InvalidSpecError("window_s", f"must be a positive number of seconds, got {window_s}")
+    if now.tzinfo is None:
+        raise InvalidSpecError("now", "must be timezone-aware (UTC)")
+    start = now - timedelta(seconds=window_s)
+    ordered = sorted(enumerate(samples), key=lambda item: (item[1][0], item[0]))
+    at_start: int | None = None
+    inside: list[int] = []
+    for _, (when, gpus) in ordered:
+        if gpus < 0:
+            raise InvalidSpecError("samples", f"demand must be >= 0 GPUs, got {gpus} at {when.isoformat()}")
+        if when <= start:
+            at_start = gpus
+        elif when <= now:
+            inside.append(gpus)
+    if at_start is None:
+        return 0
+    return min([at_start, *inside])
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationPlan:
+    """How much of a need goes onto whole SFCompute blocks and what stays on small offers."""
+
+    blocks: int
+    block_gpus: int
+    block_provider: str
+    consolidated_gpus: int
+    remaining_gpus: int
+    reasons: tuple[Reason, ...]
+
+
+def plan_consolidation(
+    need_gpus: int, sustained_gpus: int, policy: ProcurementPolicy | None = None
+) -> ConsolidationPlan:
+    """Seed 000: "prefers SFCompute for sustained demand >= 8 GPUs".
+
+    Of the ``need_gpus`` to procure now, the part that demand has held for the whole window
+    (``sustained_gpus``) is bought as whole blocks: ``min(need, sustained) // 8`` SFCompute 8-GPU nodes.
+    The rest stays a small need (Prime below 8). Sustained demand below one block consolidates nothing.
+    Which job lands on which GPU is the packer's decision once the nodes exist.
+    """
+    pol = policy or ProcurementPolicy()
+    if need_gpus < 0 or sustained_gpus < 0:
+        raise InvalidSpecError("need_gpus" if need_gpus < 0 else "sustained_gpus", "must be >= 0")
+    block = pol.block_gpus
+    if sustained_gpus < block:
+        reason = Reason(
+            "sustained_below_block",
+            f"sustained demand of {sustained_gpus} GPUs is below one {block}-GPU block: no consolidation, "
+            f"{need_gpus} GPUs stay on small offers",
+            resource="sustained_gpus",
+            need=block,
+            have=sustained_gpus,
+        )
+        return ConsolidationPlan(0, block, pol.large_provider, 0, need_gpus, (reason,))
+    blocks = min(need_gpus, sustained_gpus) // block
+    consolidated = blocks * block
+    remaining = need_gpus - consolidated
+    reason = Reason(
+        "consolidate",
+        f"sustained demand of {sustained_gpus} GPUs >= {block}: {blocks} x {block}-GPU {pol.large_provider} "
+        f"block(s) cover {consolidated} of the {need_gpus} GPUs needed, {remaining} stay on small offers",
+        resource="sustained_gpus",
+        need=block,
+        have=sustained_gpus,
+    )
+    return ConsolidationPlan(blocks, block, pol.large_provider, consolidated, remaining, (reason,))

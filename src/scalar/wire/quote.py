@@ -1,0 +1,160 @@
+"""Files of ``scalar quote``: seed 002's ``SpotPrice`` list and ``WorkloadRequirements`` (camelCase), and
+the ``PlacementDecision`` it answers with. See docs/formats/quote.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+
+from scalar.domain.arbitrage import (
+    FilterCount,
+    Placement,
+    PlacementDecision,
+    WorkloadRequirements,
+    canonical_gpu_model,
+)
+from scalar.domain.money import round_micros, to_decimal, to_json_number
+from scalar.domain.offers import Offer
+
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1)]
+
+# Milliseconds since the epoch (the seed's ``new Date(...).getTime()``) beyond this are implausible.
+_MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+
+
+def _timestamp(value: int | float | str) -> datetime:
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError("must be milliseconds since the epoch or an ISO 8601 time") from None
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    if not (0 <= value <= _MAX_MS):
+        raise ValueError("must be milliseconds since the epoch (0 to year 9999)")
+    return datetime.fromtimestamp(value / 1000, tz=UTC)
+
+
+class SpotPriceIn(BaseModel):
+    """One of seed 002's ``SpotPrice`` records. Unknown fields are ignored (price feeds carry extras)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    provider: Name
+    region: Name
+    availabilityZone: str | None = None
+    instanceType: Name
+    pricePerHour: NonNegative
+    timestamp: int | float | str | None = None
+    vcpu: NonNegative
+    memoryGB: NonNegative
+    gpuCount: NonNegative = 0
+    gpuType: str | None = None
+    gpuMemoryGB: NonNegative = 0
+    interruptionRate: Rate | None = None
+    spot: bool = True
+
+    @field_validator("timestamp")
+    @classmethod
+    def _valid_timestamp(cls, value: int | float | str | None) -> int | float | str | None:
+        if value is not None:
+            _timestamp(value)
+        return value
+
+    def to_offer(self) -> Offer:
+        return Offer(
+            provider=self.provider.strip().lower(),
+            instance_type=self.instanceType,
+            region=self.region,
+            price_per_hour=to_decimal(self.pricePerHour),
+            gpu_model=canonical_gpu_model(self.gpuType) if self.gpuType and self.gpuType.strip() else None,
+            gpu_count=self.gpuCount,
+            gpu_memory_gb=self.gpuMemoryGB,
+            vcpu=self.vcpu,
+            memory_gb=self.memoryGB,
+            availability_zone=self.availabilityZone or None,
+            spot=self.spot,
+            interruption_rate=self.interruptionRate,
+            observed_at=None if self.timestamp is None else _timestamp(self.timestamp),
+        )
+
+
+class PricesFile(RootModel[list[SpotPriceIn]]):
+    """PRICES.json: a list of ``SpotPrice`` records."""
+
+    def to_offers(self) -> list[Offer]:
+        return [p.to_offer() for p in self.root]
+
+
+class RequirementsFile(BaseModel):
+    """REQ.json: seed 002's ``WorkloadRequirements``. Unknown fields are errors (a typo must not pass)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    minCPU: NonNegative = 0
+    minMemoryGB: NonNegative = 0
+    gpuCount: NonNegative | None = None
+    gpuType: Name | None = None
+    preferredRegions: list[Name] | None = None
+    maxPricePerHour: NonNegative | None = None
+    maxInterruptionRate: Rate | None = None
+    networkBandwidthGbps: NonNegative | None = None
+
+    @field_validator("gpuType")
+    @classmethod
+    def _gpu_type_named(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must name a GPU model; omit gpuType to accept any GPU")
+        return value
+
+    def to_requirements(self) -> WorkloadRequirements:
+        return WorkloadRequirements(
+            min_cpu=self.minCPU,
+            min_memory_gb=self.minMemoryGB,
+            gpu_count=self.gpuCount,
+            gpu_type=self.gpuType,
+            preferred_regions=tuple(self.preferredRegions or ()),
+            max_price_per_hour=None if self.maxPricePerHour is None else to_decimal(self.maxPricePerHour),
+            max_interruption_rate=self.maxInterruptionRate,
+            network_bandwidth_gbps=self.networkBandwidthGbps,
+        )
+
+
+def _score(value: float) -> float:
+    return round(value, 4)
+
+
+def placement_to_json(placement: Placement) -> dict[str, Any]:
+    """An alternative: the decision's fields, plus ``pricePerGpuHour`` where the offer has GPUs."""
+    out: dict[str, Any] = {
+        "provider": placement.provider,
+        "region": placement.region,
+        "availabilityZone": placement.availability_zone,
+        "instanceType": placement.instance_type,
+        "pricePerHour": to_json_number(placement.price_per_hour),
+        "score": _score(placement.score),
+    }
+    per_gpu = placement.price_per_gpu_hour
+    if per_gpu is not None:
+        out["pricePerGpuHour"] = to_json_number(round_micros(per_gpu))
+    return out
+
+
+def _filter_to_json(f: FilterCount) -> dict[str, Any]:
+    return {"filter": f.name, "rule": f.rule, "removed": f.removed}
+
+
+def decision_to_json(decision: PlacementDecision) -> dict[str, Any]:
+    """The seed's ``PlacementDecision`` in camelCase, plus scorer, filter counts and reasons."""
+    out = placement_to_json(Placement(decision.offer, decision.score))
+    out["alternatives"] = [placement_to_json(a) for a in decision.alternatives]
+    out["scorer"] = decision.scorer
+    out["considered"] = decision.considered
+    out["removedBy"] = [_filter_to_json(f) for f in decision.removed_by]
+    out["regionFallback"] = decision.region_fallback
+    out["reasons"] = [r.to_dict() for r in decision.reasons]
+    return out
