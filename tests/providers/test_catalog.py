@@ -162,7 +162,7 @@ def test_aws_p5_48xlarge_row_per_instance_and_per_gpu(catalog: Catalog) -> None:
     assert on_demand.price_per_gpu_hour == Decimal("6.88")
     assert (on_demand.gpu_model, on_demand.gpu_count, on_demand.gpu_memory_gb) == ("H100", 8.0, 80.0)
     assert (on_demand.vcpu, on_demand.memory_gb, on_demand.region) == (192.0, 2048.0, "us-east-2")
-    assert on_demand.interruption_rate is None
+    assert on_demand.interruption_rate == 0.0  # on-demand capacity is not interrupted
     spot = find(catalog, "aws", "p5.48xlarge", "use2-az1", spot=True)
     assert spot.price_per_hour == Decimal("11.2543")
     assert spot.price_per_gpu_hour == Decimal("1.4067875")
@@ -474,8 +474,10 @@ def test_interruption_rates_come_from_the_spot_advisor_bucket(catalog: Catalog) 
             expected = None if index is None else BUCKET_MIDPOINTS[index]
             assert offer.interruption_rate == expected, offer.key
             rated += expected is not None
-        else:
+        elif offer.spot:
             assert offer.interruption_rate is None, offer.key
+        else:
+            assert offer.interruption_rate == 0.0, offer.key
     assert rated > 0
 
 

@@ -56,7 +56,7 @@ def make_offer(row: PriceRow, spot: bool, rate: float | None) -> Offer:
         memory_gb=row.memory_gb,
         availability_zone=row.availability_zone,
         spot=spot,
-        interruption_rate=rate if spot else None,
+        interruption_rate=rate if spot else 0.0,
     )
 
 
