@@ -1,0 +1,1 @@
+"""Alembic revisions, one module per schema change, applied in order by ``migrate``."""

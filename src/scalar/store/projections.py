@@ -1,0 +1,128 @@
+"""Projections: the current state of jobs, nodes, blocks, orders and scale groups, for queries.
+
+The HTTP API and the CLI read these tables; they never replay the log. The runtime decides their content
+and writes them in the same transaction as the events that changed them. Each row is
+``(id, state, parent_id, data, updated_at)``: ``state`` and ``parent_id`` are indexed for listing
+(e.g. jobs by state, nodes by block), ``data`` holds the full record as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from scalar.store import jsoncodec
+from scalar.store.errors import UnknownProjectionError
+from scalar.store.schema import PROJECTIONS, projection_tables
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    table: str
+    id: str
+    state: str | None
+    parent_id: str | None
+    data: dict[str, Any]
+    updated_at: datetime | None
+
+
+def projection_table(name: str) -> Table:
+    try:
+        return projection_tables[name]
+    except KeyError:
+        raise UnknownProjectionError(
+            f"no projection table {name!r}", f"use one of {', '.join(PROJECTIONS)}"
+        ) from None
+
+
+def _projection(name: str, row: Any) -> Projection:
+    return Projection(name, row.id, row.state, row.parent_id, row.data, row.updated_at)
+
+
+def upsert_projection(
+    conn: Connection,
+    table: str,
+    id: str,
+    state: str | None,
+    data: Mapping[str, Any],
+    *,
+    parent_id: str | None = None,
+    at: datetime | None = None,
+) -> None:
+    """Insert or replace the row ``id`` of ``table``."""
+    t = projection_table(table)
+    values = {
+        "id": id,
+        "state": state,
+        "parent_id": parent_id,
+        "data": jsoncodec.canonical(data),
+        "updated_at": at,
+    }
+    insert_fn = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    stmt = insert_fn(t).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[t.c.id],
+        set_={name: stmt.excluded[name] for name in ("state", "parent_id", "data", "updated_at")},
+    )
+    conn.execute(stmt)
+
+
+def delete_projection(conn: Connection, table: str, id: str) -> bool:
+    """Delete the row ``id``; returns whether it existed."""
+    t = projection_table(table)
+    return conn.execute(delete(t).where(t.c.id == id)).rowcount == 1
+
+
+def clear_projection(conn: Connection, table: str) -> int:
+    """Delete every row of ``table`` (before rewriting it from a rebuilt state); returns how many."""
+    return int(conn.execute(delete(projection_table(table))).rowcount)
+
+
+def get_projection(conn: Connection, table: str, id: str) -> Projection | None:
+    t = projection_table(table)
+    row = conn.execute(select(t).where(t.c.id == id)).first()
+    return None if row is None else _projection(table, row)
+
+
+def list_projection(
+    conn: Connection,
+    table: str,
+    state: str | None = None,
+    *,
+    parent_id: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[Projection]:
+    """Rows of ``table`` ordered by id, optionally only those in ``state`` and/or under ``parent_id``."""
+    t = projection_table(table)
+    query = select(t)
+    if state is not None:
+        query = query.where(t.c.state == state)
+    if parent_id is not None:
+        query = query.where(t.c.parent_id == parent_id)
+    rows = conn.execute(query.order_by(t.c.id).limit(limit).offset(offset))
+    return [_projection(table, row) for row in rows]
+
+
+def count_projection(
+    conn: Connection, table: str, state: str | None = None, *, parent_id: str | None = None
+) -> int:
+    t = projection_table(table)
+    query = select(func.count()).select_from(t)
+    if state is not None:
+        query = query.where(t.c.state == state)
+    if parent_id is not None:
+        query = query.where(t.c.parent_id == parent_id)
+    return int(conn.execute(query).scalar_one())
+
+
+def count_by_state(conn: Connection, table: str) -> dict[str | None, int]:
+    """How many rows of ``table`` are in each state (for dashboards and metrics)."""
+    t = projection_table(table)
+    rows = conn.execute(select(t.c.state, func.count()).group_by(t.c.state))
+    return {state: int(n) for state, n in rows}
