@@ -60,9 +60,7 @@ class Provider(Protocol):
         """End a contract early (terminate, or sell the rest back where the market allows)."""
         ...
 
-    def start_work(
-        self, node_id: str, job_id: str, expected_duration_s: int, now: datetime
-    ) -> None:
+    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
         """Run a job on a node (until the node agent exists, sellers that can, run it on a timer)."""
         ...
 
