@@ -15,7 +15,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Scalar: buy GPU capacity where it is cheapest, slice it, pack work onto it, and explain why."""
