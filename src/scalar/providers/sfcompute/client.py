@@ -1,0 +1,455 @@
+"""The SFCompute client: the public orderbook, quotes, and the caller's orders (list, create, cancel).
+
+Endpoints (base ``https://api.sfcompute.com``, ``Authorization: Bearer``):
+
+- ``GET /preview/v2/orderbook/depth`` and ``/quote`` (``requirements=accelerator:H100``, Unix start/end):
+  the public book, read into ``Book``s (per GPU-hour, quantities in GPUs) and best-ask ``Offer``s;
+- ``GET /v0/quote``: the price to buy now, as total cents;
+- ``GET /v0/orders`` (paged, ``has_more``), ``GET /v0/orders/{id}``, ``POST /v0/orders`` with
+  ``Idempotency-Key`` = Scalar's action id, ``DELETE /v0/orders/{id}``.
+
+Idempotency: SFCompute deduplicates a create by its ``Idempotency-Key`` header, so asking ``buy`` again
+with the same key cannot buy twice. ``get_order(key)`` needs the order id: this client keeps a key -> id
+map in memory, and after a restart looks the key up in the order listing (which finds it only where the
+API echoes ``idempotency_key``; the published listing does not, so the runtime's retry of ``buy`` with the
+same key, deduplicated by SFCompute, is what finds the order again).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from scalar.domain.market import (
+    CapacityRequest,
+    NodeEvent,
+    NodeState,
+    Order,
+    OrderState,
+)
+from scalar.domain.offers import SFCOMPUTE, Offer
+from scalar.providers.base import Book, ProviderError
+from scalar.providers.config import ProviderSettings, settings_from_env
+from scalar.providers.eventlog import EventLog
+from scalar.providers.http import HttpClient, HttpStatusError, RetryPolicy
+from scalar.providers.payload import DEFAULT_MAX_PAGES, Fields, collect_pages
+from scalar.providers.sfcompute.orders import node_ids, request_of, to_order
+from scalar.providers.sfcompute.pricing import (
+    GPUS_PER_NODE,
+    MIN_DURATION_S,
+    SECONDS_PER_HOUR,
+    SHAPES,
+    Shape,
+    ceil_to_hour,
+    ceil_to_minute,
+    iso_z,
+    order_total_cents,
+    order_window,
+    price_per_gpu_hour_from_cents,
+)
+from scalar.providers.sfcompute.wire import (
+    ORDER_STATES,
+    SFComputeOrder,
+    SFComputeQuote,
+    book_level,
+    read_order,
+)
+
+DEFAULT_BASE_URL = "https://api.sfcompute.com"
+ORDERS_PAGE_SIZE = 100  # the API's maximum
+
+
+class SFComputeProvider:
+    """SFCompute behind ``scalar.providers.base.Provider``."""
+
+    name = SFCOMPUTE
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        http: HttpClient | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        timeout_s: float = 10.0,
+        max_pages: int = DEFAULT_MAX_PAGES,
+        book_window_hours: int = 1,
+        book_depth: int = 20,
+        ioc: bool = False,
+        tickers: Mapping[str, str] | None = None,
+    ) -> None:
+        if book_window_hours < 1:
+            raise ValueError(f"book_window_hours must be at least 1, got {book_window_hours}")
+        if not 1 <= book_depth <= 100:
+            raise ValueError(f"book_depth must be within 1..100 (the API's clamp), got {book_depth}")
+        self.settings = settings
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self.http = http or HttpClient(
+            self.name, settings.base_url, headers=headers, timeout_s=timeout_s, retry=retry, sleep=sleep
+        )
+        self.max_pages = max_pages
+        self.book_window_hours = book_window_hours
+        self.book_depth = book_depth
+        self.ioc = ioc
+        self._tickers = {name: shape.tickers[0] for name, shape in SHAPES.items()}
+        for instance_type, ticker in (tickers or {}).items():
+            shape = self._shape(instance_type)
+            if ticker not in shape.tickers:
+                raise ValueError(
+                    f"ticker {ticker!r} is not one of {instance_type}'s: {', '.join(shape.tickers)}"
+                )
+            self._tickers[instance_type] = ticker
+        self._lock = threading.Lock()
+        self._placed: dict[str, tuple[str, CapacityRequest]] = {}  # idempotency key -> (order id, request)
+        self._events = EventLog()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **kwargs: Any) -> SFComputeProvider:
+        return cls(settings_from_env(env, "sfcompute", DEFAULT_BASE_URL), **kwargs)
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- shapes ---------------------------------------------------------------------------------------
+    def _shape(self, instance_type: str) -> Shape:
+        shape = SHAPES.get(instance_type)
+        if shape is None:
+            raise ProviderError(
+                self.name,
+                f"SFCompute sells no {instance_type!r}; its instance types are {', '.join(SHAPES)}",
+                retryable=False,
+            )
+        return shape
+
+    def ticker(self, instance_type: str) -> str:
+        """SFCompute's ticker this client buys for a Scalar instance type (``8xH100`` -> ``h100i``)."""
+        self._shape(instance_type)
+        return self._tickers[instance_type]
+
+    # -- the public orderbook -------------------------------------------------------------------------
+    def _window(self, now: datetime) -> tuple[datetime, datetime]:
+        start = ceil_to_hour(now)
+        return start, start + timedelta(hours=self.book_window_hours)
+
+    def book(self, instance_type: str, start: datetime, end: datetime, observed_at: datetime) -> Book:
+        """The public book for capacity from ``start`` to ``end``: $/GPU-hour, quantities in GPUs."""
+        shape = self._shape(instance_type)
+        if end <= start:
+            raise ValueError(f"end ({end.isoformat()}) must be after start ({start.isoformat()})")
+        where = "GET /preview/v2/orderbook/depth"
+        payload = self.http.get_json(
+            "/preview/v2/orderbook/depth",
+            params={
+                "requirements": f"accelerator:{shape.accelerator}",
+                "start_at": int(start.timestamp()),
+                "end_at": int(end.timestamp()),
+                "depth": self.book_depth,
+            },
+        )
+        answer = Fields.root(self.name, where, payload)
+        hours = Decimal(int((end - start).total_seconds())) / SECONDS_PER_HOUR
+        return Book(
+            instance_type=instance_type,
+            asks=tuple(book_level(level, hours) for level in answer.objects("asks")),
+            bids=tuple(book_level(level, hours) for level in answer.objects("bids")),
+            observed_at=observed_at,
+        )
+
+    def orderbook(self, instance_type: str, now: datetime) -> Book | None:
+        """The book for the next ``book_window_hours`` hours from the coming whole hour."""
+        start, end = self._window(now)
+        return self.book(instance_type, start, end, now)
+
+    def best_ask_per_node_hour(self, instance_type: str, now: datetime) -> tuple[Decimal, int] | None:
+        """``(dollars per node-hour, nodes)`` of the best ask in the coming window, or ``None``."""
+        shape = self._shape(instance_type)
+        start, end = self._window(now)
+        payload = self.http.get_json(
+            "/preview/v2/orderbook/quote",
+            params={
+                "requirements": f"accelerator:{shape.accelerator}",
+                "start_at": int(start.timestamp()),
+                "end_at": int(end.timestamp()),
+            },
+        )
+        answer = Fields.root(self.name, "GET /preview/v2/orderbook/quote", payload)
+        ask = answer.obj("best_ask", optional=True)
+        if ask is None:
+            return None
+        level = book_level(ask, Decimal(self.book_window_hours))
+        return level.price_per_gpu_hour * GPUS_PER_NODE, level.quantity_gpus // GPUS_PER_NODE
+
+    def list_offers(self, now: datetime) -> Sequence[Offer]:
+        """One offer per instance type with a best ask: its price per node (instance) hour."""
+        offers = []
+        for shape in SHAPES.values():
+            best = self.best_ask_per_node_hour(shape.instance_type, now)
+            if best is None:
+                continue
+            offers.append(
+                Offer(
+                    provider=self.name,
+                    instance_type=shape.instance_type,
+                    region=shape.region,
+                    price_per_hour=best[0],
+                    gpu_model=shape.gpu_model,
+                    gpu_count=float(GPUS_PER_NODE),
+                    gpu_memory_gb=shape.vram_per_gpu_gb,
+                    vcpu=shape.cpu_per_node,
+                    memory_gb=shape.ram_per_node_gb,
+                    spot=False,
+                    interruption_rate=0.0,
+                    observed_at=now,
+                )
+            )
+        return offers
+
+    # -- quotes ---------------------------------------------------------------------------------------
+    def quote(self, instance_type: str, node_count: int, duration_s: int, now: datetime) -> SFComputeQuote:
+        """``GET /v0/quote``: the total price to buy ``node_count`` nodes starting now."""
+        duration = max(duration_s, MIN_DURATION_S)
+        payload = self.http.get_json(
+            "/v0/quote",
+            params={
+                "side": "buy",
+                "instance_type": self.ticker(instance_type),
+                "quantity": node_count,
+                "min_start_date": "NOW",
+                "max_start_date": "NOW",
+                "min_duration": duration,
+                "max_duration": duration,
+            },
+        )
+        answer = Fields.root(self.name, "GET /v0/quote", payload)
+        quote = answer.obj("quote", optional=True)
+        if quote is None:
+            return SFComputeQuote(
+                instance_type, node_count, None, None, None, None, answer.opt_text("no_quote_reason"), None
+            )
+        start_text = quote.text("start_at")
+        start = ceil_to_minute(now) if start_text == "NOW" else quote.time("start_at")
+        end = quote.time("end_at")
+        if end <= start:
+            raise quote.error("end_at", f"({end.isoformat()}) is not after start_at ({start.isoformat()})")
+        cents = quote.integer("price")
+        nodes = quote.integer("quantity")
+        if nodes < 1:
+            raise quote.error("quantity", f"should be at least 1 node, got {nodes}")
+        return SFComputeQuote(
+            instance_type=instance_type,
+            node_count=nodes,
+            total_cents=cents,
+            start_at=start,
+            end_at=end,
+            zone=quote.opt_text("zone"),
+            no_quote_reason=None,
+            price_per_gpu_hour=price_per_gpu_hour_from_cents(
+                cents, nodes, int((end - start).total_seconds())
+            ),
+        )
+
+    # -- orders ---------------------------------------------------------------------------------------
+    def list_orders(self, **filters: str | int) -> list[SFComputeOrder]:
+        """Every order of the caller (``GET /v0/orders``, 100 a page, until ``has_more`` is false)."""
+
+        seen = [0]
+
+        def page(index: int) -> tuple[list[SFComputeOrder], bool]:
+            where = f"GET /v0/orders page {index + 1}"
+            payload = self.http.get_json(
+                "/v0/orders", params={**filters, "limit": ORDERS_PAGE_SIZE, "offset": seen[0]}
+            )
+            answer = Fields.root(self.name, where, payload)
+            orders = [read_order(item) for item in answer.objects("data")]
+            more = answer.flag("has_more")
+            seen[0] += len(orders)
+            return orders, more and bool(orders)  # an empty page ends the listing, whatever has_more says
+
+        return collect_pages(self.name, "GET /v0/orders", self.max_pages, page)
+
+    def fetch_order(self, order_id: str) -> SFComputeOrder | None:
+        """``GET /v0/orders/{id}``; ``None`` when SFCompute does not know the id."""
+        try:
+            payload = self.http.get_json(f"/v0/orders/{order_id}")
+        except HttpStatusError as err:
+            if err.status == 404:
+                return None
+            raise
+        return read_order(Fields.root(self.name, f"GET /v0/orders/{order_id}", payload))
+
+    def cancel_order(self, order_id: str) -> None:
+        """``DELETE /v0/orders/{id}``: cancel a resting order (SFCompute answers ``{object: "pending"}``)."""
+        self.http.request("DELETE", f"/v0/orders/{order_id}")
+
+    def buy(self, request: CapacityRequest, idempotency_key: str, now: datetime) -> Order:
+        """Place a limit buy for whole nodes starting now (or find the one placed with this key).
+
+        The limit $/GPU-hour becomes the order's total in cents over the window SFCompute's CLI uses
+        (start ``NOW`` from the next whole minute, end rounded up to the hour). With no limit price,
+        the order is placed at ``/v0/quote``'s price for the same window; with no quote, it is rejected.
+        """
+        if request.provider != self.name:
+            raise ProviderError(
+                self.name,
+                f"this request is for provider {request.provider!r}; send it to that provider",
+                retryable=False,
+            )
+        if not idempotency_key or len(idempotency_key) > 255:
+            raise ProviderError(
+                self.name, "an idempotency key of 1-255 characters is required", retryable=False
+            )
+        shape = self._shape(request.instance_type)
+        if request.node_count < 1:
+            raise ProviderError(self.name, f"node_count must be at least 1, got {request.node_count}", False)
+        if request.gpus_per_node != GPUS_PER_NODE:
+            raise ProviderError(
+                self.name,
+                f"SFCompute nodes have {GPUS_PER_NODE} GPUs; the request asks for {request.gpus_per_node}",
+                retryable=False,
+            )
+        with self._lock:
+            placed = self._placed.get(idempotency_key)
+        if placed is not None:
+            found = self.get_order(idempotency_key, now)
+            if found is not None:
+                return found
+        ticker = self.ticker(shape.instance_type)
+        start, end = order_window(now, request.duration_s)
+        start_text = "NOW"
+        if request.limit_price_per_gpu_hour is None:
+            quote = self.quote(
+                shape.instance_type, request.node_count, int((end - start).total_seconds()), now
+            )
+            if quote.total_cents is None or quote.end_at is None:
+                return Order(
+                    order_id="",
+                    idempotency_key=idempotency_key,
+                    state=OrderState.REJECTED,
+                    request=request,
+                    reason=f"SFCompute has no quote for {request.node_count}x{shape.instance_type} now "
+                    f"({quote.no_quote_reason or 'no reason given'}); no order was placed",
+                )
+            cents, end = quote.total_cents, quote.end_at
+            if quote.start_at is not None and quote.start_at > ceil_to_minute(now):
+                start_text = iso_z(quote.start_at)  # a later hour the quote found
+        else:
+            cents = order_total_cents(
+                request.limit_price_per_gpu_hour, request.node_count, int((end - start).total_seconds())
+            )
+        body = {
+            "side": "buy",
+            "instance_type": ticker,
+            "quantity": request.node_count,
+            "start_at": start_text,
+            "end_at": iso_z(end),
+            "price": cents,
+            "flags": {"ioc": self.ioc},
+        }
+        payload = self.http.post_json("/v0/orders", body, headers={"Idempotency-Key": idempotency_key})
+        answer = Fields.root(self.name, "POST /v0/orders", payload)
+        order_id = answer.text("id")
+        status = answer.text("status")
+        echoed = answer.opt_text("idempotency_key")
+        if echoed is not None and echoed != idempotency_key:
+            raise ProviderError(
+                self.name,
+                f"POST /v0/orders answered order {order_id} for idempotency key {echoed!r}, "
+                f"not {idempotency_key!r}",
+                retryable=False,
+            )
+        with self._lock:
+            self._placed[idempotency_key] = (order_id, request)
+        state = ORDER_STATES.get(status)
+        if state is None:
+            raise answer.error("status", f"is {status!r}, not one of pending, filled, cancelled")
+        if state is OrderState.FILLED:
+            full = self.fetch_order(order_id)
+            if full is not None:
+                return to_order(full, idempotency_key, request)
+        return Order(order_id=order_id, idempotency_key=idempotency_key, state=state, request=request)
+
+    def get_order(self, idempotency_key: str, now: datetime) -> Order | None:
+        with self._lock:
+            placed = self._placed.get(idempotency_key)
+        if placed is not None:
+            order_id, request = placed
+            found = self.fetch_order(order_id)
+            return None if found is None else to_order(found, idempotency_key, request)
+        for order in self.list_orders():
+            if order.idempotency_key == idempotency_key:
+                with self._lock:
+                    self._placed[idempotency_key] = (order.order_id, request_of(order))
+                return to_order(order, idempotency_key, request_of(order))
+        return None
+
+    def release(self, block_id: str, now: datetime) -> None:
+        """Cancel the order ``block_id`` if it still rests on the book; a filled one cannot be released."""
+        order = self.fetch_order(block_id)
+        if order is None:
+            raise ProviderError(self.name, f"SFCompute knows no order {block_id!r}", retryable=False)
+        if order.state is OrderState.PENDING:
+            self.cancel_order(block_id)
+            return
+        if order.state is OrderState.FILLED and order.end_at > now:
+            raise ProviderError(
+                self.name,
+                f"order {block_id} is filled: SFCompute ends a contract early only by selling it back "
+                f"(a sell order on the contract), which Scalar does not place yet; it runs until "
+                f"{iso_z(order.end_at)}",
+                retryable=False,
+            )
+
+    # -- node lifecycle ------------------------------------------------------------------------------
+    def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
+        """Node moves of the orders this process placed, from their contract windows.
+
+        SFCompute's v0 orders API reports no per-node status: a filled order's nodes are reported READY
+        when its contract starts and TERMINATED when it ends (or when the order is cancelled).
+        """
+        with self._lock:
+            placed = list(self._placed.values())
+        for order_id, _request in placed:
+            ids = node_ids(order_id, 1)
+            if self._events.state(ids[0]) is NodeState.TERMINATED:
+                continue
+            order = self.fetch_order(order_id)
+            if order is None:
+                continue
+            self._observe(order, now)
+        events, new_cursor = self._events.since(cursor)
+        return events, new_cursor
+
+    def _observe(self, order: SFComputeOrder, now: datetime) -> None:
+        if order.state is OrderState.FILLED:
+            if order.end_at <= now:
+                state, why = NodeState.TERMINATED, f"contract ended at {iso_z(order.end_at)}"
+            elif order.start_at <= now:
+                state, why = NodeState.READY, f"contract started at {iso_z(order.start_at)}"
+            else:
+                return
+        elif order.state is OrderState.CANCELLED and self._events.state(node_ids(order.order_id, 1)[0]):
+            state, why = NodeState.TERMINATED, "order cancelled"
+        else:
+            return
+        for node in node_ids(order.order_id, order.node_count):
+            self._events.observe(node, order.order_id, state, now, f"SFCompute order {order.order_id}: {why}")
+
+    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
+        raise ProviderError(
+            self.name,
+            "SFCompute runs no jobs itself: work on its nodes starts through Scalar's node agent, "
+            "which does not exist yet",
+            retryable=False,
+        )
+
+    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
+        raise ProviderError(
+            self.name,
+            "SFCompute runs no jobs itself: work on its nodes stops through Scalar's node agent, "
+            "which does not exist yet",
+            retryable=False,
+        )
