@@ -1,0 +1,306 @@
+"""The controller's configuration: scale groups, tiers and their price caps, contracts, timeouts.
+
+``ControllerConfig`` is a frozen value with sensible defaults; every field is validated on construction and
+an invalid one raises :class:`ConfigError` naming the key (``scale_groups[1].max_slices``).
+``ControllerConfig.from_dict`` reads the plain-dict shape a TOML/YAML/JSON file parses into, refusing
+unknown keys, and ``to_dict`` writes it back.
+
+A :class:`ScaleGroupConfig` is a filter over offer shapes, not one group: every offer shape it matches
+(provider x instance type x spot) becomes one scale group per tier it lists, each with the entry's
+``min_slices``/``max_slices``/``slice_size``. When several entries match a shape, the first one wins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from scalar.domain.errors import InvalidSpecError
+from scalar.domain.tier import Tier
+
+DAY_S = 86_400
+DEFAULT_CONTRACT_LENGTH_S = 7 * DAY_S
+DEFAULT_FLEX_CAP = Decimal("10.0")
+
+
+class ConfigError(InvalidSpecError):
+    """An invalid configuration value; ``field`` is its dotted key (``tiers.FLEX.max_price_per_gpu_hour``)."""
+
+
+def _positive(key: str, value: float, *, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(key, f"must be a number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(key, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+def _count(key: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(key, f"must be a whole number >= {minimum}, got {value!r}")
+
+
+def _names(key: str, values: tuple[str, ...]) -> None:
+    if not isinstance(values, tuple):
+        raise ConfigError(key, f"must be a list of names, got {values!r}")
+    for i, value in enumerate(values):
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{key}[{i}]", f"must be a non-empty name, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TierConfig:
+    """One tier's rules. ``max_price_per_gpu_hour`` ``None`` means uncapped (FAST's default)."""
+
+    max_price_per_gpu_hour: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleGroupConfig:
+    """Which offer shapes become scale groups, and their slice limits.
+
+    Empty filters match everything; names compare case-insensitively. ``spot`` ``None`` matches spot and
+    on-demand offers. ``slice_size`` is nodes per slice (a slice is bought, booted and counted together).
+    ``contract_length_s`` overrides the controller's contract length for these groups.
+    """
+
+    name: str = "default"
+    providers: tuple[str, ...] = ()
+    instance_types: tuple[str, ...] = ()
+    gpu_models: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    tiers: tuple[Tier, ...] = (Tier.FAST, Tier.FLEX)
+    spot: bool | None = None
+    min_slices: int = 0
+    max_slices: int = 4
+    slice_size: int = 1
+    contract_length_s: int | None = None
+
+    def validate(self, key: str) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"{key}.name", "must be a non-empty name")
+        for name in ("providers", "instance_types", "gpu_models", "regions"):
+            _names(f"{key}.{name}", getattr(self, name))
+        if not self.tiers:
+            raise ConfigError(f"{key}.tiers", "must list at least one tier (FAST, FLEX)")
+        for i, tier in enumerate(self.tiers):
+            if not isinstance(tier, Tier):
+                raise ConfigError(f"{key}.tiers[{i}]", f"unknown tier {tier!r}; use FAST or FLEX")
+        if self.spot is not None and not isinstance(self.spot, bool):
+            raise ConfigError(f"{key}.spot", f"must be true, false or unset, got {self.spot!r}")
+        _count(f"{key}.min_slices", self.min_slices, 0)
+        _count(f"{key}.max_slices", self.max_slices, 0)
+        _count(f"{key}.slice_size", self.slice_size, 1)
+        if self.min_slices > self.max_slices:
+            raise ConfigError(
+                f"{key}.min_slices",
+                f"is {self.min_slices} but max_slices is {self.max_slices}",
+                "make min_slices <= max_slices",
+            )
+        if self.contract_length_s is not None:
+            _count(f"{key}.contract_length_s", self.contract_length_s, 1)
+
+    def matches(
+        self, provider: str, instance_type: str, gpu_model: str | None, region: str, spot: bool
+    ) -> bool:
+        def inside(value: str | None, allowed: tuple[str, ...]) -> bool:
+            if not allowed:
+                return True
+            return value is not None and value.casefold() in {a.casefold() for a in allowed}
+
+        return (
+            inside(provider, self.providers)
+            and inside(instance_type, self.instance_types)
+            and inside(gpu_model, self.gpu_models)
+            and inside(region, self.regions)
+            and (self.spot is None or self.spot == spot)
+        )
+
+
+def _default_tiers() -> dict[Tier, TierConfig]:
+    return {Tier.FAST: TierConfig(None), Tier.FLEX: TierConfig(DEFAULT_FLEX_CAP)}
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """Everything the controller decides with. Times in seconds.
+
+    - ``contract_length_s``: how long a bought block lasts (default 7 days); a purchase made for a job longer
+      than that lasts the job's duration + safety margin + request and boot timeouts instead.
+    - ``request_timeout_s``: a purchase not filled by then fails and its group backs off (``backoff_s``).
+    - ``boot_timeout_s``: a node not READY this long after its purchase filled fails, same backoff.
+    - ``idle_release_s``: a block whose nodes have all been idle this long is released (never below a
+      group's ``min_slices``).
+    - ``flex_batch_wait_s`` / ``flex_batch_gpus``: FLEX demand buys only when its oldest waiting job has
+      waited ``flex_batch_wait_s`` or the waiting FLEX jobs need ``flex_batch_gpus`` GPUs (a node's worth).
+    - ``safety_margin_s``: no job starts on a node that ends within its duration + this margin (seed 001).
+    - ``reservation_s``: nodes bought for jobs are held for those jobs (other jobs may not take them) while
+      their slice boots and for this long after it is READY, so a gang is never robbed of half its block.
+    - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
+    """
+
+    scale_groups: tuple[ScaleGroupConfig, ...] = (ScaleGroupConfig(),)
+    tiers: Mapping[Tier, TierConfig] = field(default_factory=_default_tiers)
+    contract_length_s: int = DEFAULT_CONTRACT_LENGTH_S
+    request_timeout_s: float = 600.0
+    boot_timeout_s: float = 1800.0
+    backoff_s: float = 300.0
+    idle_release_s: float = 1800.0
+    flex_batch_wait_s: float = 900.0
+    flex_batch_gpus: int = 8
+    safety_margin_s: float = 300.0
+    reservation_s: float = 600.0
+    max_demand_entries: int = 2000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scale_groups, tuple):
+            object.__setattr__(self, "scale_groups", tuple(self.scale_groups))
+        for i, group in enumerate(self.scale_groups):
+            if not isinstance(group, ScaleGroupConfig):
+                raise ConfigError(f"scale_groups[{i}]", f"must be a scale group, got {group!r}")
+            group.validate(f"scale_groups[{i}]")
+        names = [g.name for g in self.scale_groups]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(
+                    f"scale_groups[{i}].name", f"{name!r} is used twice", "give each a unique name"
+                )
+        tiers = dict(_default_tiers())
+        for key, value in dict(self.tiers).items():
+            if not isinstance(key, Tier):
+                raise ConfigError(f"tiers.{key}", f"unknown tier {key!r}; use FAST or FLEX")
+            if not isinstance(value, TierConfig):
+                raise ConfigError(f"tiers.{key.value}", f"must be a tier config, got {value!r}")
+            cap = value.max_price_per_gpu_hour
+            if cap is not None and (not isinstance(cap, Decimal) or not cap.is_finite() or cap <= 0):
+                raise ConfigError(
+                    f"tiers.{key.value}.max_price_per_gpu_hour", f"must be a positive amount, got {cap!r}"
+                )
+            tiers[key] = value
+        object.__setattr__(self, "tiers", tiers)
+        _count("contract_length_s", self.contract_length_s, 1)
+        for name in ("request_timeout_s", "boot_timeout_s", "safety_margin_s"):
+            _positive(name, getattr(self, name))
+        for name in ("backoff_s", "idle_release_s", "flex_batch_wait_s", "reservation_s"):
+            _positive(name, getattr(self, name), allow_zero=True)
+        _count("flex_batch_gpus", self.flex_batch_gpus, 1)
+        _count("max_demand_entries", self.max_demand_entries, 1)
+
+    def cap_for(self, tier: Tier) -> Decimal | None:
+        return self.tiers[tier].max_price_per_gpu_hour
+
+    # ---- plain dicts (the config file) ---------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ControllerConfig:
+        """Read the config file's shape; unknown keys and bad values raise ``ConfigError`` naming the key."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("(root)", "must be a table of settings")
+        known = {f for f in cls.__dataclass_fields__}
+        for key in data:
+            if key not in known:
+                raise ConfigError(str(key), "unknown setting", f"use one of {', '.join(sorted(known))}")
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == "scale_groups":
+                if not isinstance(value, list | tuple):
+                    raise ConfigError("scale_groups", "must be a list of scale groups")
+                kwargs[key] = tuple(_group_from_dict(f"scale_groups[{i}]", g) for i, g in enumerate(value))
+            elif key == "tiers":
+                kwargs[key] = _tiers_from_dict(value)
+            else:
+                kwargs[key] = value
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name == "scale_groups":
+                out[name] = [_group_to_dict(g) for g in value]
+            elif name == "tiers":
+                out[name] = {
+                    t.value: {
+                        "max_price_per_gpu_hour": None
+                        if c.max_price_per_gpu_hour is None
+                        else str(c.max_price_per_gpu_hour)
+                    }
+                    for t, c in value.items()
+                }
+            else:
+                out[name] = value
+        return out
+
+
+def _tier(key: str, value: Any) -> Tier:
+    try:
+        return Tier.parse(value)
+    except ValueError as err:
+        raise ConfigError(key, str(err)) from None
+
+
+def _tiers_from_dict(value: Any) -> dict[Tier, TierConfig]:
+    if not isinstance(value, Mapping):
+        raise ConfigError("tiers", "must be a table like {FLEX = {max_price_per_gpu_hour = 10}}")
+    out: dict[Tier, TierConfig] = {}
+    for name, body in value.items():
+        tier = _tier(f"tiers.{name}", name)
+        key = f"tiers.{tier.value}"
+        if not isinstance(body, Mapping):
+            raise ConfigError(key, "must be a table")
+        for sub in body:
+            if sub != "max_price_per_gpu_hour":
+                raise ConfigError(f"{key}.{sub}", "unknown setting", "use max_price_per_gpu_hour")
+        cap = body.get("max_price_per_gpu_hour")
+        out[tier] = TierConfig(None if cap is None else _decimal(f"{key}.max_price_per_gpu_hour", cap))
+    return out
+
+
+def _decimal(key: str, value: Any) -> Decimal:
+    if isinstance(value, bool):
+        raise ConfigError(key, f"must be an amount, got {value!r}")
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise ConfigError(key, f"must be an amount, got {value!r}") from None
+
+
+_LIST_FIELDS = ("providers", "instance_types", "gpu_models", "regions")
+
+
+def _group_from_dict(key: str, data: Any) -> ScaleGroupConfig:
+    if not isinstance(data, Mapping):
+        raise ConfigError(key, "must be a table")
+    known = set(ScaleGroupConfig.__dataclass_fields__)
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in known:
+            raise ConfigError(f"{key}.{name}", "unknown setting", f"use one of {', '.join(sorted(known))}")
+        if name in _LIST_FIELDS:
+            if not isinstance(value, list | tuple):
+                raise ConfigError(f"{key}.{name}", "must be a list of names")
+            kwargs[name] = tuple(value)
+        elif name == "tiers":
+            if not isinstance(value, list | tuple):
+                raise ConfigError(f"{key}.tiers", "must be a list of tiers")
+            kwargs[name] = tuple(_tier(f"{key}.tiers[{i}]", t) for i, t in enumerate(value))
+        else:
+            kwargs[name] = value
+    group = ScaleGroupConfig(**kwargs)
+    group.validate(key)
+    return group
+
+
+def _group_to_dict(group: ScaleGroupConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in group.__dataclass_fields__:
+        value = getattr(group, name)
+        if name in _LIST_FIELDS:
+            out[name] = list(value)
+        elif name == "tiers":
+            out[name] = [t.value for t in value]
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,185 @@
+"""What time alone decides: contracts ending, requests and boots timing out, idle blocks released,
+and the money that accrues while blocks are held.
+
+- A block past its ``end_time`` ends: its nodes go TERMINATED and their jobs back to PENDING.
+- A REQUESTING slice older than ``request_timeout_s`` fails (its order EXPIRES; a later fill is still
+  adopted) and its group backs off. A node not READY ``boot_timeout_s`` after its purchase filled fails,
+  same backoff. A block with no live node left is released so it stops costing money.
+- A block whose nodes have all been READY and idle for ``idle_release_s`` is released, unless that would
+  take its group below ``min_slices``.
+- Accrual: between two steps each open block costs ``price x GPUs x time``; the GPUs that held a job in
+  that time are the delivered GPU-hours (state between steps is constant, so this is exact).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from scalar.domain.market import NodeState
+from scalar.domain.reasons import Reason
+from scalar.engine.config import ControllerConfig
+from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
+from scalar.engine.state import ClusterState
+from scalar.engine.transitions import back_off, lose_node, older_than, release_block
+
+_HOUR = Decimal(3600)
+
+
+def exact_seconds(delta: timedelta) -> Decimal:
+    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)
+
+
+def accrue(state: ClusterState, now: datetime) -> None:
+    """Charge every open block for ``[state.now, now]`` and count the GPU-seconds that held jobs."""
+    last = state.now
+    if last is None or now <= last:
+        return
+    for block in state.blocks.values():
+        if not block.open:
+            continue
+        start = max(last, block.block.start_time)
+        end = min(now, block.block.end_time)
+        if end <= start:
+            continue
+        dt = exact_seconds(end - start)
+        gpus = block.block.gpus_per_node * len(block.node_ids)
+        block.paid_gpu_s += gpus * dt
+        block.accrued += block.grant.price_per_gpu_hour * gpus * dt / _HOUR
+        busy = 0
+        for node_id in block.node_ids:
+            node = state.nodes.get(node_id)
+            if node is not None and node.live and node.jobs:
+                busy += sum(1 for slot in node.node.gpu_slots if not slot.is_free)
+        block.busy_gpu_s += busy * dt
+
+
+def expire_blocks(state: ClusterState, now: datetime) -> None:
+    for block in state.blocks.values():
+        if block.open and block.block.end_time <= now:
+            block.ended_at = now
+            reason = Reason(
+                "contract_ended",
+                f"block {block.grant.block_id} ended at {block.block.end_time.isoformat()}",
+                "end_time",
+                have=block.block.end_time.isoformat(),
+            )
+            for node_id in block.node_ids:
+                node = state.nodes.get(node_id)
+                if node is not None and node.live:
+                    lose_node(state, node, NodeState.TERMINATED, reason)
+
+
+def timeouts(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+    backed_off: set[str] = set()
+    for sid in list(state.live_slice_ids):
+        sl = state.slices[sid]
+        if sl.state is not NodeState.REQUESTING or not older_than(
+            sl.created_at, now, config.request_timeout_s
+        ):
+            continue
+        reason = Reason(
+            "request_timeout",
+            f"slice {sl.id} of {sl.group} was requested at {sl.created_at.isoformat()} and not filled within "
+            f"{config.request_timeout_s:g} s",
+            "seconds",
+            config.request_timeout_s,
+            (now - sl.created_at).total_seconds(),
+            config.request_timeout_s,
+        )
+        state.move_slice(sl, NodeState.FAILED, reason)
+        order = state.orders.get(sl.order_key) if sl.order_key else None
+        if order is not None and order.status in OPEN_ORDER_STATES:
+            waiting = [s for s in order.slice_ids if state.slices[s].state is NodeState.REQUESTING]
+            if not waiting:
+                state.move_order(order, OrderStatus.EXPIRED, reason)
+        group = state.groups.get(sl.group)
+        if group is not None and group.name not in backed_off:
+            backed_off.add(group.name)
+            back_off(state, config, group, reason)
+    for node in list(state.nodes.values()):
+        if node.state in IN_FLIGHT_STATES and older_than(node.created_at, now, config.boot_timeout_s):
+            reason = Reason(
+                "boot_timeout",
+                f"node {node.id} has been {node.state.value} since its purchase filled at "
+                f"{node.created_at.isoformat()}, over the {config.boot_timeout_s:g} s boot timeout",
+                "seconds",
+                config.boot_timeout_s,
+                (now - node.created_at).total_seconds(),
+                config.boot_timeout_s,
+            )
+            lose_node(state, node, NodeState.FAILED, reason)
+            group = state.groups.get(node.group)
+            if group is not None and group.name not in backed_off:
+                backed_off.add(group.name)
+                back_off(state, config, group, reason)
+
+
+def release_dead_blocks(state: ClusterState, now: datetime) -> None:
+    for block in state.blocks.values():
+        if not block.open or block.block.end_time <= now:
+            continue
+        if any(state.nodes[n].live for n in block.node_ids if n in state.nodes):
+            continue
+        release_block(
+            state,
+            block,
+            "all_nodes_failed",
+            Reason("all_nodes_failed", f"no node of block {block.grant.block_id} is alive; releasing it"),
+        )
+
+
+def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+    live_nodes: dict[str, int] = {}
+    for node in state.nodes.values():
+        if node.live:
+            live_nodes[node.group] = live_nodes.get(node.group, 0) + 1
+    for block in state.blocks.values():
+        if not block.open:
+            continue
+        nodes = [state.nodes[n] for n in block.node_ids if n in state.nodes and state.nodes[n].live]
+        if not nodes or not all(
+            n.state is NodeState.READY and not n.jobs and older_than(n.idle_since, now, config.idle_release_s)
+            for n in nodes
+        ):
+            continue
+        group = state.groups.get(block.group)
+        keep = group.min_slices * group.slice_size if group is not None else 0
+        left = live_nodes.get(block.group, 0) - len(nodes)
+        if left < keep:
+            if _first_keep_note(state, block.grant.block_id):
+                minimum = group.min_slices if group is not None else 0
+                size = group.slice_size if group is not None else 1
+                state.note(
+                    "block",
+                    block.grant.block_id,
+                    Reason(
+                        "kept_for_min_slices",
+                        f"idle, but releasing it would leave {block.group} {left} nodes, below min_slices "
+                        f"{minimum} x slice_size {size}",
+                        "nodes",
+                        keep,
+                        left,
+                    ),
+                )
+            continue
+        idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
+        reason = Reason(
+            "idle",
+            f"block {block.grant.block_id} ({len(nodes)} nodes of {block.group}) has been idle for {idle_s:g} s "
+            f"(threshold {config.idle_release_s:g} s); {left} nodes stay in the group (min_slices "
+            f"{group.min_slices if group else 0})",
+            "idle_s",
+            config.idle_release_s,
+            idle_s,
+        )
+        release_block(state, block, "idle", reason)
+        live_nodes[block.group] = left
+
+
+def _first_keep_note(state: ClusterState, block_id: str) -> bool:
+    """Tell a block's story of being kept for min_slices once, not every step."""
+    for index in reversed(state.story_index.get(block_id, [])):
+        entry = state.story[index]
+        return entry.reason.code != "kept_for_min_slices"
+    return True

@@ -1,0 +1,294 @@
+"""The scheduling pass: pending jobs, in queue order, onto READY nodes (seed 001's packer).
+
+Jobs are tried in ``order_pending`` order (priority higher first, then arrival). Each goes through
+``schedule_job`` over the READY nodes; a placement is booked with the domain's ``book_job`` (which
+re-checks every resource, so nothing is ever double-booked) and becomes a ``StartWork``. A job that no
+single node can hold (more GPUs than any READY node of its tier has) is placed as a *gang*: on ``k``
+whole free nodes of one block, all of them or none.
+
+Two shortcuts keep a pass cheap and change no decision: nodes only fill up during a pass, so a job with
+the same needs as one that already failed (and at least as long) fails too and is not evaluated again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from scalar.domain.errors import DomainError
+from scalar.domain.market import NodeState
+from scalar.domain.packing import (
+    REJECTION_ORDER,
+    NodeRejection,
+    PlacementDecision,
+    evaluate_node,
+    schedule_job,
+)
+from scalar.domain.packing_model import Job, Node, order_pending
+from scalar.domain.packing_text import fmt_indices, fmt_num
+from scalar.domain.reasons import Reason
+from scalar.engine.actions import StartWork, WorkPlacement
+from scalar.engine.config import ControllerConfig
+from scalar.engine.groups import gang_parts
+from scalar.engine.lifecycle import JobState
+from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, RejectionCount
+
+GANG_PLACED = "gang_placed"
+GANG_NO_BLOCK = "gang_no_block"
+
+
+def need_text(job: Job) -> str:
+    if job.gpu_count == 0:
+        return "no GPU"
+    return f"{job.gpu_count}x{fmt_num(job.vram_per_gpu_gb)} GB GPU{'s' if job.gpu_count != 1 else ''}"
+
+
+def count_rejections(rejections: Sequence[NodeRejection]) -> tuple[RejectionCount, ...]:
+    """Node rejections grouped by reason code, most common first (ties in the packer's filter order)."""
+    counts = Counter(r.reason.code for r in rejections)
+    first: dict[str, str] = {}
+    for r in rejections:
+        first.setdefault(r.reason.code, f"{r.node_id}: {r.reason.message}")
+    order = {code: i for i, code in enumerate(REJECTION_ORDER)}
+    codes = sorted(counts, key=lambda c: (-counts[c], order.get(c, len(order)), c))
+    return tuple(RejectionCount(c, counts[c], first[c]) for c in codes)
+
+
+class _Pass:
+    """One scheduling pass over the READY nodes (mutable, private)."""
+
+    def __init__(self, state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+        self.state = state
+        self.config = config
+        self.now = now
+        self.margin = config.safety_margin_s
+        ready = [
+            rec
+            for rec in state.nodes.values()
+            if rec.state is NodeState.READY and rec.node.block.end_time > now
+        ]
+        ready.sort(key=lambda r: r.id)
+        self.nodes: list[Node] = [r.node for r in ready]
+        self.position = {n.id: i for i, n in enumerate(self.nodes)}
+        self.failed: dict[tuple[object, ...], tuple[float, str, PlacementSummary]] = {}
+        self.reserved = reservations(state, config, now, [r.id for r in ready])
+
+    def refresh(self, node_id: str) -> None:
+        i = self.position[node_id]
+        self.nodes[i] = self.state.nodes[node_id].node
+
+    def run(self, records: Sequence[JobRecord]) -> None:
+        by_id = {rec.spec.job_id: rec for rec in records}
+        jobs = [rec.job for rec in records if rec.job is not None]
+        for job in order_pending(jobs):
+            self.try_job(by_id[job.id], job)
+
+    def try_job(self, rec: JobRecord, job: Job) -> None:
+        mine = frozenset(n for n, jobs in self.reserved.items() if job.id in jobs)
+        shape = (
+            job.tier,
+            job.gpu_count,
+            job.vram_per_gpu_gb,
+            job.cpu_cores,
+            job.ram_gb,
+            job.gpu_models,
+            job.share_gpu,
+            mine,
+        )
+        seen = self.failed.get(shape)
+        if seen is not None and job.expected_duration_sec >= seen[0]:
+            _, other, summary = seen
+            rec.placement = replace(
+                summary, message=f"same needs as job {other}, which no node fits now: {summary.message}"
+            )
+            return
+        nodes = self.allowed(job, self.nodes)
+        decision = schedule_job(job, nodes, self.now, safety_margin_sec=self.margin)
+        if decision.placed and decision.node_id is not None:
+            if self.place(rec, job, ((decision.node_id, job, decision.gpu_indices),), decision.reason):
+                return
+        summary = self.summary(decision)
+        largest = max((n.gpu_count for n in self.nodes if n.tier is job.tier), default=0)
+        if job.gpu_count > largest > 0:
+            gang = self.try_gang(rec, job, nodes)
+            if gang is None:
+                return
+            summary = gang
+        rec.placement = summary
+        self.failed[shape] = (job.expected_duration_sec, job.id, summary)
+
+    def summary(self, decision: PlacementDecision) -> PlacementSummary:
+        return PlacementSummary(
+            decision.kind.value,
+            decision.reason.message,
+            (),
+            count_rejections(decision.rejections),
+            self.now,
+        )
+
+    def place(
+        self,
+        rec: JobRecord,
+        job: Job,
+        parts: Sequence[tuple[str, Job, tuple[int, ...]]],
+        reason: Reason,
+    ) -> bool:
+        """Book every part (all or nothing) and start the job; False if the domain refused a booking."""
+        booked: list[str] = []
+        try:
+            for node_id, part, indices in parts:
+                self.state.book(rec, node_id, part, indices)
+                booked.append(node_id)
+        except DomainError as err:
+            self.state.release(rec)
+            self.state.note("job", job.id, Reason("booking_refused", f"booking refused: {err.message}"))
+            for node_id in booked:
+                self.refresh(node_id)
+            return False
+        for node_id in booked:
+            self.refresh(node_id)
+        self.unreserve(job.id)
+        placements = tuple(WorkPlacement(node_id, indices) for node_id, _, indices in parts)
+        self.state.move_job(rec, JobState.SCHEDULED, reason)
+        rec.scheduled_at = self.now
+        rec.placement = PlacementSummary("EXISTING_NODE", reason.message, tuple(booked), (), self.now)
+        action = StartWork(
+            action_id=self.state.next_id("act"),
+            reason=reason,
+            job_id=job.id,
+            placements=placements,
+            expected_duration_s=math.ceil(job.expected_duration_sec),
+        )
+        self.state.emit(action, (job.id, *booked))
+        return True
+
+    def allowed(self, job: Job, nodes: list[Node]) -> list[Node]:
+        """``nodes`` minus those held for other jobs (capacity bought for them, still booting or just READY)."""
+        if not self.reserved:
+            return nodes
+        return [n for n in nodes if job.id in self.reserved.get(n.id, (job.id,))]
+
+    def unreserve(self, job_id: str) -> None:
+        """A placed job no longer holds capacity: other jobs may now use what it did not take."""
+        changed = False
+        for node_id in list(self.reserved):
+            jobs = self.reserved[node_id]
+            if job_id in jobs:
+                jobs.discard(job_id)
+                changed = True
+                if not jobs:
+                    del self.reserved[node_id]
+        if changed:
+            self.failed.clear()  # more nodes are open to others: earlier failures may now fit
+            self.state.schedule_dirty = True  # and jobs tried before this one get another go next step
+
+    def try_gang(self, rec: JobRecord, job: Job, nodes: list[Node]) -> PlacementSummary | None:
+        """Place ``job`` on whole free nodes of one block; ``None`` when placed, else why not."""
+        rejections: list[NodeRejection] = []
+        by_block: dict[str, list[tuple[Node, tuple[int, ...]]]] = {}
+        for node in nodes:
+            per_node = node.gpu_count
+            if per_node == 0 or per_node >= job.gpu_count:
+                continue
+            k = math.ceil(job.gpu_count / per_node)
+            if self.state.nodes[node.id].jobs or node.free_gpu_count() < per_node:
+                rejections.append(
+                    NodeRejection(
+                        node.id, Reason("not_whole_free", "holds other jobs; a gang needs whole free nodes")
+                    )
+                )
+                continue
+            largest = replace(job, gpu_count=gang_parts(job.gpu_count, k)[0])
+            evaluation = evaluate_node(largest, node, self.now, safety_margin_sec=self.margin)
+            if evaluation.reason is not None:
+                rejections.append(NodeRejection(node.id, evaluation.reason))
+                continue
+            by_block.setdefault(node.block_id, []).append((node, evaluation.gpu_indices))
+        options = []
+        for block_id, members in by_block.items():
+            k = math.ceil(job.gpu_count / members[0][0].gpu_count)
+            if len(members) >= k:
+                options.append((len(members), block_id, k))
+        head = f"{job.tier.value} job {job.id} needs {need_text(job)} as a gang of whole nodes"
+        if not options:
+            best = max((len(m) for m in by_block.values()), default=0)
+            counted = count_rejections(rejections)
+            parts = ", ".join(f"{c.count} {c.code}" for c in counted)
+            message = f"{head}: no block has enough whole free nodes (best has {best})" + (
+                f"; {parts}" if parts else ""
+            )
+            return PlacementSummary(GANG_NO_BLOCK, message, (), counted, self.now)
+        _, block_id, k = min(options)
+        members = sorted(by_block[block_id], key=lambda m: m[0].id)[:k]
+        sizes = gang_parts(job.gpu_count, k)
+        parts_out: list[tuple[str, Job, tuple[int, ...]]] = []
+        for (node, _), size in zip(members, sizes, strict=True):
+            part = replace(job, gpu_count=size)
+            evaluation = evaluate_node(part, node, self.now, safety_margin_sec=self.margin)
+            parts_out.append((node.id, part, evaluation.gpu_indices))
+        where = ", ".join(f"{nid} GPUs {fmt_indices(ix)}" for nid, _, ix in parts_out)
+        reason = Reason(
+            GANG_PLACED,
+            f"{head}: placed on {k} whole nodes of block {block_id}: {where}.",
+            "nodes",
+            k,
+            k,
+        )
+        if self.place(rec, job, parts_out, reason):
+            return None
+        return PlacementSummary(GANG_NO_BLOCK, f"{head}: booking refused", (), (), self.now)
+
+
+def reservations(
+    state: ClusterState, config: ControllerConfig, now: datetime, node_ids: Sequence[str]
+) -> dict[str, set[str]]:
+    """Node id -> the pending jobs it is held for. A node is held for the jobs its purchase serves while
+    its slice boots and for ``reservation_s`` after the slice is READY; a failed slice holds nothing."""
+    out: dict[str, set[str]] = {}
+    for node_id in node_ids:
+        node = state.nodes[node_id]
+        sl = state.slices.get(node.slice_id)
+        order = state.orders.get(sl.order_key) if sl is not None and sl.order_key else None
+        if sl is None or order is None or not order.serves:
+            continue
+        if sl.state is NodeState.READY:
+            if sl.state_at is None or (now - sl.state_at).total_seconds() >= config.reservation_s:
+                continue
+        elif sl.state not in (NodeState.BOOTING, NodeState.INITIALIZING):
+            continue
+        jobs = {j for j in order.serves if j in state.pending_ids}
+        if jobs:
+            out[node_id] = jobs
+    return out
+
+
+def next_lapse(
+    state: ClusterState, config: ControllerConfig, reserved: dict[str, set[str]]
+) -> datetime | None:
+    """When the first reservation of a READY slice lapses (then other jobs may use its nodes)."""
+    times = []
+    for node_id in reserved:
+        sl = state.slices[state.nodes[node_id].slice_id]
+        if sl.state is NodeState.READY and sl.state_at is not None:
+            times.append(sl.state_at + timedelta(seconds=config.reservation_s))
+    return min(times, default=None)
+
+
+def schedule(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+    """Place what can be placed now; each placement emits a ``StartWork``.
+
+    The pass is skipped when nothing can have changed its outcome since the last one: no job became
+    pending, no GPU was freed, no node became READY and no reservation lapsed. (Between passes nodes only
+    fill up and time only shortens what is left of them, so a job that did not fit still does not.)
+    """
+    due = state.next_schedule_at is not None and now >= state.next_schedule_at
+    if not state.pending_ids or not (state.schedule_dirty or due):
+        return
+    state.schedule_dirty = False
+    records = [state.jobs[job_id] for job_id in state.pending_ids]
+    pass_ = _Pass(state, config, now)
+    pass_.run(records)
+    state.next_schedule_at = next_lapse(state, config, pass_.reserved)

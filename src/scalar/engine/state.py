@@ -1,0 +1,341 @@
+"""The controller's mutable cluster state, owned by the engine alone.
+
+Records for jobs, nodes, blocks, slices, purchase orders and scale groups, and the story: every lifecycle
+move (and every notable non-move) with its time, the stimulus that caused it and the reason. All
+iteration is over insertion-ordered dicts, so the same events always walk the state in the same order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
+from scalar.domain.offers import Offer
+from scalar.domain.packing_apply import book_job, release_job
+from scalar.domain.packing_model import Block, Job, Node
+from scalar.domain.reasons import Reason
+from scalar.domain.routing_model import RoutingDecision
+from scalar.domain.tier import Tier
+from scalar.engine.actions import Action
+from scalar.engine.config import ScaleGroupConfig
+from scalar.engine.events import JobSpec, MarketBook
+from scalar.engine.lifecycle import (
+    LIVE_NODE_STATES,
+    JobState,
+    OrderStatus,
+    check_move,
+)
+
+RECENT_ACTIONS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class StoryEntry:
+    """One thing that happened to ``key`` (a job, node, slice, order, block or group id)."""
+
+    key: str
+    kind: str
+    at: datetime
+    stimulus_id: str
+    from_state: str | None
+    to_state: str | None
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionCount:
+    """How many nodes a placement passed over for one reason, with one example."""
+
+    code: str
+    count: int
+    example: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSummary:
+    """The last placement decision for a job, with node rejections grouped and counted."""
+
+    kind: str
+    message: str
+    node_ids: tuple[str, ...]
+    rejections: tuple[RejectionCount, ...]
+    at: datetime
+
+
+@dataclass(slots=True)
+class JobRecord:
+    spec: JobSpec
+    job: Job | None
+    submitted_at: datetime
+    state: JobState | None = None
+    reason: Reason | None = None
+    pending_since: datetime | None = None
+    parts: dict[str, Job] = field(default_factory=dict)
+    placements: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    preemptions: int = 0
+    placement: PlacementSummary | None = None
+    routing: Reason | None = None
+    routing_group: str | None = None
+    order_key: str | None = None
+    validation: tuple[Reason, ...] = ()
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    node: Node
+    state: NodeState
+    group: str
+    slice_id: str
+    block_id: str
+    created_at: datetime
+    state_at: datetime
+    ready_at: datetime | None = None
+    idle_since: datetime | None = None
+    jobs: dict[str, None] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.node.id
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_NODE_STATES
+
+
+@dataclass(slots=True)
+class BlockRecord:
+    grant: BlockGrant
+    block: Block
+    group: str
+    order_key: str | None
+    node_ids: tuple[str, ...]
+    filled_at: datetime
+    committed: Decimal
+    released_at: datetime | None = None
+    ended_at: datetime | None = None
+    accrued: Decimal = Decimal(0)
+    busy_gpu_s: Decimal = Decimal(0)
+    paid_gpu_s: Decimal = Decimal(0)
+
+    @property
+    def open(self) -> bool:
+        return self.released_at is None and self.ended_at is None
+
+
+@dataclass(slots=True)
+class SliceRecord:
+    id: str
+    group: str
+    order_key: str | None
+    nodes_wanted: int
+    gang_size: int | None
+    created_at: datetime
+    state: NodeState | None = None
+    state_at: datetime | None = None
+    node_ids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OrderRecord:
+    key: str
+    group: str
+    request: CapacityRequest
+    placed_at: datetime
+    for_jobs: tuple[str, ...]
+    reason: Reason
+    status: OrderStatus | None = None
+    slice_ids: list[str] = field(default_factory=list)
+    block_id: str | None = None
+    seller_order_id: str | None = None
+    gang_size: int | None = None
+    serves: dict[str, None] = field(default_factory=dict)  # jobs its capacity is held for
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    """One scale group: an offer shape (provider x instance type x spot) for one tier."""
+
+    name: str
+    config: ScaleGroupConfig | None
+    provider: str
+    instance_type: str
+    tier: Tier
+    spot: bool
+    offer: Offer | None = None
+    last_offer: Offer | None = None
+    priority: int | None = None
+    rank_reasons: tuple[Reason, ...] = ()
+    excluded: Reason | None = None
+    backoff_until: datetime | None = None
+    backoff_reason: Reason | None = None
+    failures: int = 0
+
+    @property
+    def min_slices(self) -> int:
+        return self.config.min_slices if self.config else 0
+
+    @property
+    def max_slices(self) -> int:
+        return self.config.max_slices if self.config else 0
+
+    @property
+    def slice_size(self) -> int:
+        return self.config.slice_size if self.config else 1
+
+
+@dataclass(frozen=True, slots=True)
+class UnmetDemandView:
+    """Demand the autoscaler could not serve this step, with why (``job_ids`` of one entry)."""
+
+    job_ids: tuple[str, ...]
+    code: str
+    message: str
+
+
+class ClusterState:
+    """Everything the controller knows. Mutated only by the controller's step."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobRecord] = {}
+        self.nodes: dict[str, NodeRecord] = {}
+        self.blocks: dict[str, BlockRecord] = {}
+        self.slices: dict[str, SliceRecord] = {}
+        self.orders: dict[str, OrderRecord] = {}
+        self.groups: dict[str, GroupRecord] = {}
+        self.offers: dict[str, tuple[Offer, ...]] = {}
+        self.books: dict[str, MarketBook] = {}
+        self.story: list[StoryEntry] = []
+        self.story_index: dict[str, list[int]] = {}
+        self.counters: dict[str, int] = {}
+        self.now: datetime | None = None
+        self.cause = "init"
+        self.steps = 0
+        self.recent_actions: deque[Action] = deque(maxlen=RECENT_ACTIONS)
+        self.last_routing: RoutingDecision | None = None
+        self.last_routing_at: datetime | None = None
+        self.unmet: tuple[UnmetDemandView, ...] = ()
+        self.pending_ids: dict[str, None] = {}
+        self.live_slice_ids: dict[str, None] = {}
+        self.outbox: list[Action] = []
+        # Something may now fit that did not at the last scheduling pass (see scheduler.schedule).
+        self.schedule_dirty = True
+        self.next_schedule_at: datetime | None = None
+
+    # ---- ids and the story -------------------------------------------------------------------------
+
+    def next_id(self, prefix: str) -> str:
+        n = self.counters.get(prefix, 0) + 1
+        self.counters[prefix] = n
+        return f"{prefix}-{n:06d}"
+
+    @property
+    def at(self) -> datetime:
+        assert self.now is not None, "step() sets the time before anything happens"
+        return self.now
+
+    def record(
+        self, kind: str, key: str, from_state: str | None, to_state: str | None, reason: Reason
+    ) -> None:
+        entry = StoryEntry(key, kind, self.at, self.cause, from_state, to_state, reason)
+        self.story_index.setdefault(key, []).append(len(self.story))
+        self.story.append(entry)
+
+    def note(self, kind: str, key: str, reason: Reason) -> None:
+        """A story entry without a state change (an ignored stale report, a decision to wait...)."""
+        self.record(kind, key, None, None, reason)
+
+    def emit(self, action: Action, keys: tuple[str, ...]) -> None:
+        """Queue ``action`` for this step's answer and tell the story of every key it concerns."""
+        self.outbox.append(action)
+        self.recent_actions.append(action)
+        for key in dict.fromkeys(keys):
+            self.record("action", key, None, type(action).__name__, action.reason)
+
+    # ---- lifecycle moves -----------------------------------------------------------------------------
+
+    def move_job(self, rec: JobRecord, target: JobState, reason: Reason) -> None:
+        before = rec.state
+        check_move("job", rec.spec.job_id, before, target)
+        rec.state = target
+        rec.reason = reason
+        if target is JobState.PENDING:
+            rec.pending_since = self.at
+            self.pending_ids[rec.spec.job_id] = None
+            self.schedule_dirty = True
+        else:
+            self.pending_ids.pop(rec.spec.job_id, None)
+        self.record("job", rec.spec.job_id, None if before is None else before.value, target.value, reason)
+
+    def move_node(self, rec: NodeRecord, target: NodeState, reason: Reason) -> None:
+        before = rec.state
+        check_move("node", rec.id, before, target)
+        rec.state = target
+        rec.state_at = self.at
+        if target is NodeState.READY:
+            rec.ready_at = self.at
+            self.schedule_dirty = True
+            if not rec.jobs:
+                rec.idle_since = self.at
+        self.record("node", rec.id, before.value, target.value, reason)
+
+    def create_node(self, rec: NodeRecord, reason: Reason) -> None:
+        check_move("node", rec.id, None, rec.state)
+        self.nodes[rec.id] = rec
+        self.record("node", rec.id, None, rec.state.value, reason)
+
+    def add_slice(self, rec: SliceRecord, state: NodeState, reason: Reason) -> None:
+        self.slices[rec.id] = rec
+        self.move_slice(rec, state, reason)
+
+    def move_slice(self, rec: SliceRecord, target: NodeState, reason: Reason) -> None:
+        before = rec.state
+        check_move("slice", rec.id, before, target)
+        rec.state = target
+        rec.state_at = self.at
+        if target in LIVE_NODE_STATES:
+            self.live_slice_ids[rec.id] = None
+        else:
+            self.live_slice_ids.pop(rec.id, None)
+        self.record("slice", rec.id, None if before is None else before.value, target.value, reason)
+
+    def move_order(self, rec: OrderRecord, target: OrderStatus, reason: Reason) -> None:
+        before = rec.status
+        check_move("order", rec.key, before, target)
+        rec.status = target
+        self.record("order", rec.key, None if before is None else before.value, target.value, reason)
+
+    # ---- bookings ------------------------------------------------------------------------------------
+
+    def book(self, rec: JobRecord, node_id: str, part: Job, gpu_indices: tuple[int, ...]) -> None:
+        """Book ``part`` of ``rec``'s job on a node (domain ``book_job`` re-checks every resource)."""
+        node_rec = self.nodes[node_id]
+        node_rec.node = book_job(node_rec.node, part, gpu_indices)
+        node_rec.jobs[rec.spec.job_id] = None
+        node_rec.idle_since = None
+        rec.parts[node_id] = part
+        rec.placements[node_id] = gpu_indices
+
+    def release(self, rec: JobRecord) -> tuple[str, ...]:
+        """Free every GPU, CPU and GB of RAM the job holds; return the node ids it was on."""
+        freed: list[str] = []
+        for node_id, part in rec.parts.items():
+            node_rec = self.nodes.get(node_id)
+            if node_rec is None:
+                continue
+            if rec.spec.job_id in node_rec.jobs:
+                node_rec.node = release_job(node_rec.node, part)
+                del node_rec.jobs[rec.spec.job_id]
+                if not node_rec.jobs and node_rec.state is NodeState.READY:
+                    node_rec.idle_since = self.at
+            freed.append(node_id)
+        if freed:
+            self.schedule_dirty = True
+        rec.parts = {}
+        rec.placements = {}
+        return tuple(freed)

@@ -1,0 +1,134 @@
+"""Moves that touch several records at once: finishing, stopping and preempting jobs, losing nodes,
+keeping slices in step with their nodes, and backing a group off.
+
+A preempted job is never lost: it moves PREEMPTED -> PENDING in the same breath, with the reason, and
+keeps its place in the queue (priority, then original arrival).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from scalar.domain.market import NodeState
+from scalar.domain.reasons import Reason
+from scalar.engine.actions import ReleaseBlock, StopWork
+from scalar.engine.config import ControllerConfig
+from scalar.engine.lifecycle import NODE_STAGE, JobState, is_legal
+from scalar.engine.state import BlockRecord, ClusterState, GroupRecord, JobRecord, NodeRecord
+
+
+def stop_on(state: ClusterState, rec: JobRecord, node_ids: tuple[str, ...], why: str, reason: Reason) -> None:
+    """A ``StopWork`` for each of ``node_ids`` that is still live."""
+    for node_id in node_ids:
+        node = state.nodes.get(node_id)
+        if node is None or not node.live:
+            continue
+        action = StopWork(state.next_id("act"), reason, rec.spec.job_id, node_id, why)
+        state.emit(action, (rec.spec.job_id, node_id))
+
+
+def finish(
+    state: ClusterState, rec: JobRecord, target: JobState, reason: Reason, reporter: str | None
+) -> None:
+    """The job ended (succeeded, failed or cancelled): free its GPUs, stop it on the other nodes."""
+    nodes = state.release(rec)
+    state.move_job(rec, target, reason)
+    rec.finished_at = state.at
+    if target is not JobState.SUCCEEDED:
+        why = "cancelled" if target is JobState.CANCELLED else "gang_broken"
+        others = tuple(n for n in nodes if n != reporter)
+        stop_on(state, rec, others, why, reason)
+
+
+def preempt(state: ClusterState, rec: JobRecord, reason: Reason, lost_node: str | None) -> None:
+    """Take the job off its nodes and queue it again (PREEMPTED -> PENDING)."""
+    nodes = state.release(rec)
+    state.move_job(rec, JobState.PREEMPTED, reason)
+    rec.preemptions += 1
+    rec.scheduled_at = None
+    rec.started_at = None
+    state.move_job(
+        rec,
+        JobState.PENDING,
+        Reason(
+            "requeued",
+            f"job {rec.spec.job_id} queued again after preemption {rec.preemptions}: {reason.message}",
+            "preemptions",
+            have=rec.preemptions,
+        ),
+    )
+    others = tuple(n for n in nodes if n != lost_node)
+    stop_on(state, rec, others, "gang_broken", reason)
+
+
+def lose_node(state: ClusterState, node: NodeRecord, target: NodeState, reason: Reason) -> None:
+    """Move a node to FAILED or TERMINATED and preempt every job on it."""
+    if not is_legal("node", node.state, target):
+        return
+    state.move_node(node, target, reason)
+    for job_id in list(node.jobs):
+        job = state.jobs[job_id]
+        preempt(
+            state,
+            job,
+            Reason(
+                "preempted",
+                f"node {node.id} {target.value}: {reason.message}",
+                "node",
+                have=node.id,
+            ),
+            node.id,
+        )
+    refresh_slice(state, node.slice_id)
+
+
+def refresh_slice(state: ClusterState, slice_id: str) -> None:
+    """A slice's state follows its nodes: all terminated -> TERMINATED; any failed or terminated ->
+    FAILED; otherwise the least advanced node's state."""
+    sl = state.slices.get(slice_id)
+    if sl is None or not sl.node_ids:
+        return
+    states = [state.nodes[n].state for n in sl.node_ids]
+    if all(s is NodeState.TERMINATED for s in states):
+        target = NodeState.TERMINATED
+    elif any(s in (NodeState.FAILED, NodeState.TERMINATED) for s in states):
+        target = NodeState.FAILED
+    else:
+        target = min(states, key=lambda s: NODE_STAGE[s])
+    if target is not sl.state and is_legal("slice", sl.state, target):
+        counts = ", ".join(f"{n} {state.nodes[n].state.value}" for n in sl.node_ids)
+        state.move_slice(sl, target, Reason(f"slice_{target.value}", f"nodes: {counts}"))
+
+
+def back_off(state: ClusterState, config: ControllerConfig, group: GroupRecord, reason: Reason) -> None:
+    """The group launches nothing new for ``backoff_s`` (availability ``backoff`` for routing)."""
+    group.failures += 1
+    until = state.at + timedelta(seconds=config.backoff_s)
+    if group.backoff_until is None or until > group.backoff_until:
+        group.backoff_until = until
+    group.backoff_reason = reason
+    state.note(
+        "group",
+        group.name,
+        Reason(
+            "backoff",
+            f"{group.name} backs off until {group.backoff_until.isoformat()} ({config.backoff_s:g} s): {reason.message}",
+            "failures",
+            have=group.failures,
+        ),
+    )
+
+
+def release_block(state: ClusterState, block: BlockRecord, why: str, reason: Reason) -> None:
+    """End a contract early: a ``ReleaseBlock``, then its nodes TERMINATED (nothing runs on them)."""
+    block.released_at = state.at
+    action = ReleaseBlock(state.next_id("act"), reason, block.grant.block_id, block.grant.provider, why)
+    state.emit(action, (block.grant.block_id, block.group))
+    for node_id in block.node_ids:
+        node = state.nodes.get(node_id)
+        if node is not None and node.live:
+            lose_node(state, node, NodeState.TERMINATED, reason)
+
+
+def older_than(since: datetime | None, now: datetime, limit_s: float) -> bool:
+    return since is not None and (now - since).total_seconds() >= limit_s
