@@ -150,7 +150,7 @@ def test_expiry_terminates_the_nodes_and_kills_running_work_with_a_reason(open_m
 
     short, killed, *terminated = events
     assert (short.job_id, short.job_succeeded) == ("short-job", True)
-    assert (killed.job_id, killed.job_succeeded, killed.at) == ("long-job", False, end)
+    assert (killed.job_id, killed.job_succeeded, killed.at) == ("long-job", None, end)
     assert killed.details["cause"] == "contract_ended"
     assert killed.reason == "job long-job killed after 45m00s of 4h00m: the node's contract ended"
     assert [(e.node_id, e.state, e.at) for e in terminated] == [
@@ -207,7 +207,7 @@ def test_release_of_a_running_job_kills_it(open_sqlite_market: Open) -> None:
     sfc.release(order.block.block_id, T0 + timedelta(minutes=45))
     events, _ = sfc.events_since(cursor, T0 + timedelta(hours=1))
     assert [(e.job_id, e.job_succeeded, e.state) for e in events] == [
-        ("job", False, None),
+        ("job", None, None),
         (None, None, NodeState.TERMINATED),
     ]
     assert events[0].details == {"cause": "released", "outcome": "killed"}

@@ -72,7 +72,7 @@ def test_unpublished_spot_rates_preempt_at_the_configured_rate_over_a_month(open
     ]
     assert len(ended) + len(preempted) == 400  # every node stops exactly once
     gone = {e.node_id: e.at for e in preempted}
-    killed = {e.node_id: e for e in events if e.job_succeeded is False}
+    killed = {e.node_id: e for e in events if e.job_id and e.details.get("outcome") == "killed"}
     assert sorted(killed) == sorted(ready)  # every month-long job dies: preempted, or at the contract's end
     for node_id, event in killed.items():
         if node_id in gone:

@@ -142,7 +142,9 @@ def job_end_event(
         block_id=node_row.block_id,
         rank=0,
         job_id=work_row.job_id,
-        job_succeeded=succeeded,
+        # A killed job did not fail on its own: ``None`` tells the controller it was preempted, so it is
+        # requeued (the ``details`` say why), not marked FAILED.
+        job_succeeded=True if succeeded else None,
         reason=reason,
         details=details,
     )
