@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/scalar demo
+	$(BIN)/scalar up --demo --time-scale 60
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -21,7 +21,19 @@ def _root() -> None:
 
 
 # Each module registers its own commands with ``register(app)``.
-COMMAND_MODULES = ("orderbook", "place", "quote", "route", "endpoint", "simulate", "demo")
+COMMAND_MODULES = (
+    "orderbook",
+    "place",
+    "quote",
+    "route",
+    "endpoint",
+    "simulate",
+    "demo",
+    "up",
+    "submit",
+    "jobs",
+    "controller",
+)
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"scalar.cli.{_name}").register(app)

@@ -74,7 +74,14 @@ class Price:
 
 
 def update_priorities(state: ClusterState, config: ControllerConfig, demand_gpus: dict[Tier, int]) -> None:
-    """Procurement ranks each tier's groups; the ranks become routing priorities (1 = first)."""
+    """Procurement ranks each tier's groups; the ranks become routing priorities (1 = first).
+
+    The ranking depends only on the groups' offers, the GPUs each tier needs and the config, so it is kept
+    while none of them changed (the same ranks, without ranking hundreds of offers every step)."""
+    key = (state.offers_version, tuple(max(1, demand_gpus.get(t, 0)) for t in Tier))
+    if key == state.priorities_key:
+        return
+    state.priorities_key = key
     policy = ProcurementPolicy(
         flex_max_price_per_gpu_hour=config.cap_for(Tier.FLEX),
         fast_max_price_per_gpu_hour=config.cap_for(Tier.FAST),
@@ -272,6 +279,11 @@ class _Round:
 
     def run(self) -> None:
         demand = self.demand()
+        if not demand and not any(g.min_slices > 0 for g in self.state.groups.values()):
+            # Nothing to route: no unplaced demand and no group to keep at a minimum size, so routing could
+            # launch nothing. ``last_routing`` stays the last decision that had something to route.
+            self.state.unmet = tuple(self.unmet)
+            return
         gang_sizes: dict[str, set[int]] = {}
         for _, where in demand:
             for view in where.views:

@@ -113,6 +113,7 @@ def refresh_groups(state: ClusterState, config: ControllerConfig) -> None:
     for name, rec in state.groups.items():
         if name not in current:
             rec.offer = None
+    state.offers_version += 1
 
 
 # ---- which groups may serve a job -------------------------------------------------------------------

@@ -6,8 +6,9 @@ re-checks every resource, so nothing is ever double-booked) and becomes a ``Star
 single node can hold (more GPUs than any READY node of its tier has) is placed as a *gang*: on ``k``
 whole free nodes of one block, all of them or none.
 
-Two shortcuts keep a pass cheap and change no decision: nodes only fill up during a pass, so a job with
-the same needs as one that already failed (and at least as long) fails too and is not evaluated again.
+Shortcuts keep a pass cheap and change no decision: nodes only fill up during a pass, so a job with
+the same needs as one that already failed (and at least as long) fails too and is not evaluated again; and
+nodes the packer cannot tell apart are scored once per job (``scalar.engine.packing_classes``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from scalar.domain.market import NodeState
 from scalar.domain.packing import (
     REJECTION_ORDER,
     NodeRejection,
-    PlacementDecision,
     evaluate_node,
-    schedule_job,
 )
 from scalar.domain.packing_model import Job, Node, order_pending
 from scalar.domain.packing_text import fmt_indices, fmt_num
@@ -34,6 +33,7 @@ from scalar.engine.actions import StartWork, WorkPlacement
 from scalar.engine.config import ControllerConfig
 from scalar.engine.groups import gang_parts
 from scalar.engine.lifecycle import JobState
+from scalar.engine.packing_classes import NodeClasses
 from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, RejectionCount
 
 GANG_PLACED = "gang_placed"
@@ -73,12 +73,19 @@ class _Pass:
         ready.sort(key=lambda r: r.id)
         self.nodes: list[Node] = [r.node for r in ready]
         self.position = {n.id: i for i, n in enumerate(self.nodes)}
-        self.failed: dict[tuple[object, ...], tuple[float, str, PlacementSummary]] = {}
+        # shape -> (duration of the job that failed, the summary every job of that shape and at least that
+        # duration gets: one value shared by all of them, not one new sentence per skipped job)
+        self.failed: dict[tuple[object, ...], tuple[float, PlacementSummary]] = {}
         self.reserved = reservations(state, config, now, [r.id for r in ready])
+        self.classes = NodeClasses(self.nodes, self.reserved)
+        self.largest: dict[object, int] = {}
+        for node in self.nodes:
+            self.largest[node.tier] = max(self.largest.get(node.tier, 0), node.gpu_count)
 
     def refresh(self, node_id: str) -> None:
         i = self.position[node_id]
         self.nodes[i] = self.state.nodes[node_id].node
+        self.classes.update(self.nodes[i], self.reserved.get(node_id))
 
     def run(self, records: Sequence[JobRecord]) -> None:
         by_id = {rec.spec.job_id: rec for rec in records}
@@ -100,34 +107,28 @@ class _Pass:
         )
         seen = self.failed.get(shape)
         if seen is not None and job.expected_duration_sec >= seen[0]:
-            _, other, summary = seen
-            rec.placement = replace(
-                summary, message=f"same needs as job {other}, which no node fits now: {summary.message}"
-            )
+            rec.placement = seen[1]
             return
-        nodes = self.allowed(job, self.nodes)
-        decision = schedule_job(job, nodes, self.now, safety_margin_sec=self.margin)
+        # schedule_job over the nodes not held for other jobs, each class of identical nodes scored once
+        placement = self.classes.schedule(job, self.now, self.margin)
+        decision = placement.decision
         if decision.placed and decision.node_id is not None:
             if self.place(rec, job, ((decision.node_id, job, decision.gpu_indices),), decision.reason):
                 return
-        summary = self.summary(decision)
-        largest = max((n.gpu_count for n in self.nodes if n.tier is job.tier), default=0)
+        summary = PlacementSummary(
+            decision.kind.value, decision.reason.message, (), placement.counts, self.now
+        )
+        largest = self.largest.get(job.tier, 0)
         if job.gpu_count > largest > 0:
-            gang = self.try_gang(rec, job, nodes)
+            gang = self.try_gang(rec, job, self.allowed(job, self.nodes))
             if gang is None:
                 return
             summary = gang
         rec.placement = summary
-        self.failed[shape] = (job.expected_duration_sec, job.id, summary)
-
-    def summary(self, decision: PlacementDecision) -> PlacementSummary:
-        return PlacementSummary(
-            decision.kind.value,
-            decision.reason.message,
-            (),
-            count_rejections(decision.rejections),
-            self.now,
+        same = replace(
+            summary, message=f"same needs as job {job.id}, which no node fits now: {summary.message}"
         )
+        self.failed[shape] = (job.expected_duration_sec, same)
 
     def place(
         self,
@@ -181,6 +182,7 @@ class _Pass:
                 changed = True
                 if not jobs:
                     del self.reserved[node_id]
+                self.classes.update(self.nodes[self.position[node_id]], self.reserved.get(node_id))
         if changed:
             self.failed.clear()  # more nodes are open to others: earlier failures may now fit
             self.state.schedule_dirty = True  # and jobs tried before this one get another go next step

@@ -226,6 +226,10 @@ class ClusterState:
         # Something may now fit that did not at the last scheduling pass (see scheduler.schedule).
         self.schedule_dirty = True
         self.next_schedule_at: datetime | None = None
+        # Bumped whenever the groups' offers change (refresh_groups): procurement's ranking is a function of
+        # the offers and the demand, so it is recomputed only when either changed (autoscaler.update_priorities).
+        self.offers_version = 0
+        self.priorities_key: tuple[object, ...] | None = None
 
     # ---- ids and the story -------------------------------------------------------------------------
 

@@ -1,1 +1,9 @@
-"""Drives the engine in real time: loops, the leader lease, the action executor."""
+"""Drives the engine in real time: loops, the leader lease, the action executor.
+
+``ControlPlane(settings).start()`` runs one control-plane process; see docs/decisions/runtime.md.
+"""
+
+from scalar.runtime.service import ControlPlane, JobRejectedError
+from scalar.runtime.settings import Settings, SettingsError, load_settings
+
+__all__ = ["ControlPlane", "JobRejectedError", "Settings", "SettingsError", "load_settings"]

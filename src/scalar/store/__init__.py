@@ -25,6 +25,7 @@ from scalar.store.errors import (
     UnsupportedDatabaseError,
 )
 from scalar.store.eventlog import AppendedEvent, Batch, BatchAppend, NewEvent, StoredEvent
+from scalar.store.inbox import CANCEL, SUBMIT, InboxConflictError, InboxItem
 from scalar.store.lease import Fence, Lease, LeaseState
 from scalar.store.migrate import current_revision, head_revision, migrate, schema_diff
 from scalar.store.outbox import DONE, FAILED, IN_FLIGHT, PENDING, Action, NewAction
@@ -33,12 +34,14 @@ from scalar.store.schema import PROJECTIONS
 from scalar.store.store import Store, Tx
 
 __all__ = [
+    "CANCEL",
     "DATABASE_URL_ENV",
     "DONE",
     "FAILED",
     "IN_FLIGHT",
     "PENDING",
     "PROJECTIONS",
+    "SUBMIT",
     "Action",
     "ActionNotClaimedError",
     "AppendedEvent",
@@ -48,6 +51,8 @@ __all__ = [
     "Decision",
     "DuplicateActionError",
     "Fence",
+    "InboxConflictError",
+    "InboxItem",
     "Lease",
     "LeaseState",
     "NewAction",

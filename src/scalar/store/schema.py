@@ -8,6 +8,10 @@
 - ``decisions``: why things happened, per entity (a story, as Dask's ``story(key)``).
 - ``leases``: the leader lease with its fencing epoch.
 - ``spot_prices``: market observations, append-only.
+- ``inbox``: requests (job submissions, cancellations) any process may insert; the leader consumes each one
+  exactly once, in the transaction that appends the events it becomes.
+- ``runtime_state``: small JSON documents the leader keeps in step with the log (a provider's event cursor),
+  written in the same transaction as the events they describe.
 """
 
 from __future__ import annotations
@@ -161,4 +165,26 @@ spot_prices = Table(
         "observed_at",
     ),
     sqlite_autoincrement=True,
+)
+
+inbox = Table(
+    "inbox",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("entity_id", String(200), nullable=False, index=True),
+    Column("payload", JSONDocument, nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("consumed_at", UTCDateTime(), nullable=True),
+    Column("batch_id", BigId, ForeignKey("batches.id"), nullable=True),
+    Index("ix_inbox_consumed_at_id", "consumed_at", "id"),
+    sqlite_autoincrement=True,
+)
+
+runtime_state = Table(
+    "runtime_state",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("value", JSONDocument, nullable=False),
+    Column("updated_at", UTCDateTime(), nullable=True),
 )

@@ -28,12 +28,13 @@ from sqlalchemy.exc import OperationalError
 
 from scalar.domain.offers import Offer
 from scalar.store import decisions as decisions_mod
-from scalar.store import eventlog, outbox, prices, projections
+from scalar.store import eventlog, inbox, outbox, prices, projections, runtime_state
 from scalar.store import lease as lease_mod
 from scalar.store.db import begin_immediate, describe_url, is_postgres, make_engine, serialize_writes
 from scalar.store.decisions import Decision, NewDecision
 from scalar.store.errors import DatabaseUnavailableError
 from scalar.store.eventlog import Batch, BatchAppend, NewEvent, StoredEvent
+from scalar.store.inbox import InboxItem
 from scalar.store.lease import Fence, Lease, LeaseState
 from scalar.store.migrate import migrate as run_migrations
 from scalar.store.outbox import Action, NewAction
@@ -214,6 +215,39 @@ class Tx:
 
     def read_lease(self, name: str) -> LeaseState | None:
         return lease_mod.read_lease(self._conn, name)
+
+    # -- inbox (see ``scalar.store.inbox``) ------------------------------------------------------------
+    def add_inbox(self, kind: str, entity_id: str, payload: Mapping[str, Any], *, now: datetime) -> int:
+        """Accept a request (any process); the leader consumes it later, exactly once."""
+        return inbox.add(self._write(), kind, entity_id, payload, now)
+
+    def unconsumed_inbox(self, limit: int = 500) -> list[InboxItem]:
+        return inbox.unconsumed(self._conn, limit)
+
+    def mark_inbox_consumed(self, ids: Sequence[int], *, at: datetime, batch_id: int | None) -> None:
+        """In the step transaction that appended the events the requests became."""
+        inbox.mark_consumed(self._write(), ids, at, batch_id)
+
+    def pending_inbox(self, entity_id: str) -> list[InboxItem]:
+        return inbox.pending_for(self._conn, entity_id)
+
+    def list_inbox(
+        self, *, kind: str | None = None, consumed: bool | None = None, after_id: int = 0, limit: int = 1000
+    ) -> list[InboxItem]:
+        return inbox.list_items(self._conn, kind=kind, consumed=consumed, after_id=after_id, limit=limit)
+
+    def count_unconsumed_inbox(self) -> int:
+        return inbox.count_unconsumed(self._conn)
+
+    # -- runtime state (see ``scalar.store.runtime_state``) --------------------------------------------
+    def get_state(self, key: str) -> dict[str, Any] | None:
+        return runtime_state.get_state(self._conn, key)
+
+    def put_state(self, key: str, value: Mapping[str, Any], *, at: datetime | None = None) -> None:
+        runtime_state.put_state(self._write(), key, value, at)
+
+    def states_with_prefix(self, prefix: str) -> dict[str, dict[str, Any]]:
+        return runtime_state.states_with_prefix(self._conn, prefix)
 
 
 class Store:

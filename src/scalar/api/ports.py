@@ -1,0 +1,25 @@
+"""What the API needs from a control plane: the calls of ``scalar.runtime.ControlPlane`` it uses.
+
+A ``Protocol``, so tests can serve the API over a small in-memory fake with the same calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class ControlPlanePort(Protocol):
+    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]: ...
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
+
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[dict[str, Any]]: ...
+
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]: ...
+
+    def health(self) -> dict[str, Any]: ...

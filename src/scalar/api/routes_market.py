@@ -1,0 +1,99 @@
+"""``/healthz`` and ``/orderbook`` (seed 000's GET /orderbook)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from sqlalchemy.engine import make_url
+
+from scalar.api.ports import ControlPlanePort
+from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute
+from scalar.wire.jobs import FieldProblem, HealthOut, ProblemDetails
+from scalar.wire.orderbook import OrderbookResponse
+
+DEFAULT_GPUS_PER_NODE = 8
+_GPUS_IN_NAME = re.compile(r"^(\d+)x", re.IGNORECASE)
+_PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
+
+
+def gpus_per_node_of(instance_type: str) -> int:
+    """The N of ``NxMODEL`` (``8xH100`` -> 8), else 8 (SFCompute's nodes)."""
+    named = _GPUS_IN_NAME.match(instance_type)
+    if named:
+        count = int(named.group(1))
+        if 1 <= count <= 64:
+            return count
+    return DEFAULT_GPUS_PER_NODE
+
+
+def _redacted(url: Any) -> Any:
+    if not isinstance(url, str) or "://" not in url:
+        return url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(hidden)"
+
+
+def market_router(control_plane: ControlPlanePort) -> APIRouter:
+    router = APIRouter(route_class=ProblemRoute)
+
+    @router.get(
+        "/healthz",
+        response_model=HealthOut,
+        tags=["health"],
+        summary="Is the control plane up, and is this process the leader?",
+        responses={503: {"model": HealthOut, "description": "up but not healthy"}},
+    )
+    def healthz() -> Any:
+        raw = dict(control_plane.health())
+        if "database" in raw:
+            raw["database"] = _redacted(raw["database"])
+        health = HealthOut.model_validate(raw)
+        if health.status != "ok":
+            return JSONResponse(health.model_dump(mode="json"), status_code=503)
+        return health
+
+    @router.get(
+        "/orderbook",
+        response_model=OrderbookResponse,
+        tags=["market"],
+        summary="The orderbook of an instance type and the price seed 000's algorithm would bid",
+        responses={
+            404: {**_PROBLEM, "description": "no orderbook for this instance type"},
+            422: {**_PROBLEM, "description": "a bad parameter"},
+        },
+    )
+    def orderbook(
+        instance_type: str = Query(min_length=1, max_length=64, description='e.g. "8xH100"'),
+        node_count: int = Query(1, ge=1, le=1000, description="nodes to buy"),
+        gpus_per_node: int | None = Query(
+            None, ge=1, le=64, description="GPUs per node (default: the N of NxMODEL, else 8)"
+        ),
+    ) -> Any:
+        """Seed 000's response (asks with cumulative quantities, bids, optimal price and index, spread,
+        liquidity, metadata) plus ``insufficient_liquidity``, the ``fill`` estimate and the scores."""
+        per_node = gpus_per_node if gpus_per_node is not None else gpus_per_node_of(instance_type)
+        try:
+            raw = control_plane.orderbook(instance_type, node_count, per_node)
+        except KeyError as exc:
+            said = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+            known = said if said and said != instance_type else ""
+            raise ApiProblem(
+                404,
+                "not-found",
+                f"no orderbook for instance type {instance_type!r}" + (f": {known}" if known else ""),
+                [
+                    FieldProblem(
+                        field="instance_type",
+                        problem=f"no orderbook sells {instance_type!r}",
+                        fix=PARAMETER_FIXES["instance_type"],
+                    )
+                ],
+            ) from None
+        return OrderbookResponse.model_validate(raw)
+
+    return router

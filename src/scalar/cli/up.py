@@ -1,0 +1,392 @@
+"""``scalar up``: one process with the API server, the control plane and the built-in market.
+
+State lives in the database (SQLite under ``--data-dir``, or ``$SCALAR_DATABASE_URL``), so stopping and
+starting again resumes where it was. ``--demo`` adds a seeded demo workload; without it, nothing is
+submitted but what users send. Ctrl-C (SIGINT) or SIGTERM stops the server, then the control plane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import typer
+
+from scalar.cli.errors import fail, user_errors
+
+STARTUP_FAILED = 1
+ACTIVE_STATES = ("PENDING", "SCHEDULED", "RUNNING")
+REPORT_EVERY_S = 2.0
+log = logging.getLogger("scalar.up")
+
+
+def say(text: str) -> None:
+    """One line on stdout, flushed (``scalar up`` is watched through pipes too)."""
+    print(text, flush=True)
+
+
+def stamp() -> str:
+    return datetime.now(UTC).strftime("%H:%M:%S")
+
+
+# ----------------------------------------------------------------------------------------- demo workload
+
+
+@dataclass(frozen=True, slots=True)
+class DemoKind:
+    """One kind of demo job. ``hours``: its run time in market hours (divided by the time scale)."""
+
+    name: str
+    weight: float
+    gpus: int
+    vram_gb: float
+    fast_share: float
+    hours: tuple[float, float]
+    priority: int
+
+
+# The demo mix: mostly small FAST and FLEX jobs of 1-8 GPUs, and now and then a gang of 16 GPUs
+# (two 8-GPU nodes of one block). CPU and RAM scale with the GPUs on a node.
+DEMO_MIX: tuple[DemoKind, ...] = (
+    DemoKind("inference", 3.0, 1, 24.0, 0.8, (0.25, 1.0), 5),
+    DemoKind("finetune", 3.0, 2, 40.0, 0.4, (0.5, 2.0), 2),
+    DemoKind("train", 2.0, 4, 80.0, 0.5, (1.0, 3.0), 1),
+    DemoKind("train-node", 1.5, 8, 80.0, 0.6, (1.0, 4.0), 1),
+    DemoKind("gang", 0.3, 16, 80.0, 1.0, (1.0, 3.0), 3),
+)
+DEMO_INTERVAL_S = (2.0, 6.0)
+DEMO_MIN_DURATION_S = 10.0
+DEMO_MAX_PENDING = 30
+
+
+def demo_job(rng: random.Random, time_scale: float) -> dict[str, Any]:
+    """One job of the demo mix: its fields for ``ControlPlane.submit_job``."""
+    kind = rng.choices(DEMO_MIX, weights=[k.weight for k in DEMO_MIX])[0]
+    tier = "FAST" if rng.random() < kind.fast_share else "FLEX"
+    hours = rng.uniform(*kind.hours)
+    duration = max(DEMO_MIN_DURATION_S, round(hours * 3600.0 / time_scale))
+    per_node = min(kind.gpus, 8)
+    return {
+        "name": f"demo-{kind.name}-{kind.gpus}gpu",
+        "tier": tier,
+        "gpu_count": kind.gpus,
+        "vram_per_gpu_gb": kind.vram_gb,
+        "cpu_cores": 4.0 * per_node,
+        "ram_gb": 32.0 * per_node,
+        "expected_duration_sec": float(duration),
+        "priority": kind.priority,
+    }
+
+
+class DemoWorkload(threading.Thread):
+    """Submits a demo job every few seconds through the control plane, while fewer than
+    ``DEMO_MAX_PENDING`` jobs wait (so a long run does not pile up work)."""
+
+    def __init__(self, control_plane: Any, *, seed: int, time_scale: float, stop: threading.Event) -> None:
+        super().__init__(name="scalar-demo", daemon=True)
+        self.control_plane = control_plane
+        self.rng = random.Random(f"scalar-demo:{seed}")
+        self.time_scale = time_scale
+        self.stop = stop
+        self.submitted = 0
+
+    def run(self) -> None:
+        from scalar.runtime import JobRejectedError
+
+        while not self.stop.wait(self.rng.uniform(*DEMO_INTERVAL_S)):
+            fields = demo_job(self.rng, self.time_scale)
+            try:
+                waiting = self.control_plane.list_jobs(state="PENDING", limit=DEMO_MAX_PENDING)
+                if len(waiting) >= DEMO_MAX_PENDING:
+                    continue
+                self.control_plane.submit_job(fields)
+                self.submitted += 1
+            except JobRejectedError as exc:
+                say(f"[{stamp()}] demo: {fields['name']} refused: {exc}")
+            except Exception:
+                log.exception("demo workload: submitting a job failed")
+
+
+# ------------------------------------------------------------------------------------------ job reporter
+
+
+def _job_label(job: dict[str, Any]) -> str:
+    name = f" ({job['name']})" if job.get("name") else ""
+    return f"{job.get('id')}{name} {job.get('tier')} {job.get('gpu_count')} GPU"
+
+
+class JobReporter(threading.Thread):
+    """Prints each job's moves (submitted, running, finished...) with its one-line reason."""
+
+    def __init__(self, control_plane: Any, stop: threading.Event) -> None:
+        super().__init__(name="scalar-job-reporter", daemon=True)
+        self.control_plane = control_plane
+        self.stop = stop
+        self.known: dict[str, str] | None = None
+
+    def active(self) -> dict[str, dict[str, Any]]:
+        jobs: dict[str, dict[str, Any]] = {}
+        for state in ACTIVE_STATES:
+            for job in self.control_plane.list_jobs(state=state, limit=1000):
+                jobs[str(job["id"])] = job
+        return jobs
+
+    def report_once(self) -> None:
+        active = self.active()
+        if self.known is None:
+            if active:
+                counts = ", ".join(
+                    f"{sum(1 for j in active.values() if j.get('state') == s)} {s}" for s in ACTIVE_STATES
+                )
+                say(f"[{stamp()}] resumed with {len(active)} unfinished jobs: {counts}")
+            self.known = {k: str(j.get("state")) for k, j in active.items()}
+            return
+        for job_id, job in active.items():
+            state = str(job.get("state"))
+            before = self.known.get(job_id)
+            if before != state:
+                self._print(job, before)
+        for job_id, before in self.known.items():
+            if job_id not in active:
+                job = self.control_plane.get_job(job_id)
+                if job is not None and str(job.get("state")) != before:
+                    self._print(job, before)
+        self.known = {k: str(j.get("state")) for k, j in active.items()}
+
+    def _print(self, job: dict[str, Any], before: str | None) -> None:
+        move = f"{before} -> {job.get('state')}" if before else f"submitted, {job.get('state')}"
+        text = str(job.get("reason") or "").removeprefix(f"job {job.get('id')} ")
+        reason = f": {text}" if text else ""
+        say(f"[{stamp()}] {_job_label(job)} {move}{reason}")
+
+    def run(self) -> None:
+        while not self.stop.wait(REPORT_EVERY_S):
+            try:
+                self.report_once()
+            except Exception:
+                log.exception("job reporter: reading the jobs failed")
+
+
+# -------------------------------------------------------------------------------------------- the server
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port). ``OSError`` if it cannot be had."""
+    family, socktype, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, socktype, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def base_url(host: str, sock: socket.socket) -> str:
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(unreadable URL)"
+
+
+def banner(url: str, settings: Any, demo: bool) -> list[str]:
+    database = settings.database_url
+    sqlite = database.startswith("sqlite")
+    scale = settings.time_scale
+    speed = "real time" if scale == 1 else f"{scale:g}x faster than real time (boots take seconds)"
+    example = '{"tier": "FAST", "gpu_count": 2, "vram_per_gpu_gb": 40, "expected_duration_sec": 120}'
+    lines = [
+        "Scalar is up.",
+        f"  API         {url}   (OpenAPI docs: {url}/docs)",
+        f"  Health      {url}/healthz",
+        f"  Orderbook   {url}/orderbook?instance_type=8xH100&node_count=1",
+        f"  Jobs        {url}/jobs",
+        f"  Data dir    {Path(settings.data_dir).resolve()}"
+        + ("" if sqlite else " (unused: database by URL)"),
+        f"  Database    {_redact(database)}",
+        f"  Market      built-in, {speed}",
+        "  Demo        "
+        + (
+            "on: a FAST/FLEX mix of 1-8 GPU jobs (and some 16-GPU gangs) every few seconds" if demo else "off"
+        ),
+        "Submit a job:",
+        f"  scalar submit --server {url} --gpus 2 --vram-gb 40 --duration 2m --tier FAST",
+        f"  curl -X POST {url}/jobs -H 'content-type: application/json' -d '{example}'",
+        f"Watch jobs:  scalar jobs --server {url}",
+        "Stop: Ctrl-C (the state is kept; `scalar up` again resumes it).",
+    ]
+    return lines
+
+
+def _serve(app: Any, sock: socket.socket) -> tuple[Any, threading.Thread]:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="scalar-api", daemon=True)
+    thread.start()
+    return server, thread
+
+
+class _Stopper:
+    """SIGINT/SIGTERM set ``event``. A second Ctrl-C (SIGINT) more than a second later exits at once;
+    repeats within that second (a signal sent to the process and to its group) are ignored."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.first_at: float | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self.first_at is not None:
+            if signum == signal.SIGINT and now - self.first_at > 1.0:
+                say("stopping now (second Ctrl-C); the next start recovers the state")
+                os._exit(130)
+            return
+        self.first_at = now
+        say(f"\n[{stamp()}] stopping (Ctrl-C again to force)...")
+        self.event.set()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def run_up(settings: Any) -> int:
+    """Start everything, wait for a signal, stop everything; the exit code."""
+    from scalar.api.app import create_app
+    from scalar.runtime import ControlPlane
+
+    try:
+        sock = listen(settings.host, settings.port)
+    except OSError as exc:
+        sys.stderr.write(
+            f"error: cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); "
+            "pick another --port, or stop what uses it\n"
+        )
+        return STARTUP_FAILED
+    stopper = _Stopper()
+    stopper.install()
+    if settings.database_url.startswith("sqlite"):
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    control_plane = ControlPlane(settings)
+    try:
+        control_plane.start()
+    except Exception as exc:
+        sock.close()
+        log.debug("control plane start failed", exc_info=True)
+        sys.stderr.write(f"error: the control plane could not start: {exc}\n")
+        with contextlib.suppress(Exception):
+            control_plane.stop()
+        return STARTUP_FAILED
+    workers: list[threading.Thread] = []
+    server, server_thread = _serve(create_app(control_plane), sock)
+    code = 0
+    try:
+        while not server.started and server_thread.is_alive():
+            if stopper.event.wait(0.05):
+                break
+        if not server_thread.is_alive():
+            sys.stderr.write("error: the API server stopped at start; see the messages above\n")
+            return STARTUP_FAILED
+        url = base_url(settings.host, sock)
+        for line in banner(url, settings, settings.demo):
+            say(line)
+        reporter = JobReporter(control_plane, stopper.event)
+        reporter.start()
+        workers.append(reporter)
+        if settings.demo:
+            seed = settings.market_seed if settings.market_seed is not None else 0
+            demo = DemoWorkload(control_plane, seed=seed, time_scale=settings.time_scale, stop=stopper.event)
+            demo.start()
+            workers.append(demo)
+        while not stopper.event.wait(0.5):
+            if not server_thread.is_alive():
+                sys.stderr.write("error: the API server stopped unexpectedly\n")
+                code = STARTUP_FAILED
+                break
+    finally:
+        stopper.event.set()
+        for worker in workers:
+            worker.join(timeout=5)
+        server.should_exit = True
+        server_thread.join(timeout=10)
+        sock.close()
+        control_plane.stop()
+    say(f"[{stamp()}] stopped; the state is kept in {_redact(settings.database_url)}")
+    return code
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("up")
+    @user_errors
+    def up(
+        host: str | None = typer.Option(None, "--host", help="Address to serve on (default 127.0.0.1)."),
+        port: int | None = typer.Option(None, "--port", help="Port to serve on (default 8000; 0: any free)."),
+        data_dir: Path | None = typer.Option(
+            None, "--data-dir", help="Where the SQLite database lives (default ./.scalar)."
+        ),
+        config: Path | None = typer.Option(
+            None, "--config", help="Settings file (default ./scalar.toml if present, else defaults)."
+        ),
+        demo: bool = typer.Option(False, "--demo", help="Also submit a seeded demo workload."),
+        time_scale: float | None = typer.Option(
+            None,
+            "--time-scale",
+            help="Run the built-in market N times faster: boot delays and contract lengths divided by N.",
+        ),
+        seed: int | None = typer.Option(None, "--seed", help="Seed of the built-in market and the demo."),
+        log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+    ) -> None:
+        """Run Scalar: the API server, the control plane and the built-in market, in one process."""
+        from scalar.runtime import SettingsError, load_settings
+
+        level = getattr(logging, log_level.upper(), None)
+        if not isinstance(level, int):
+            fail(f"--log-level: unknown level {log_level!r}; use debug, info, warning or error")
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if port is not None and not 0 <= port <= 65535:
+            fail(f"--port: must be from 0 to 65535, got {port}")
+        if time_scale is not None and not time_scale > 0:
+            fail(f"--time-scale: must be a number > 0, got {time_scale:g}")
+        if config is not None and not config.is_file():
+            fail(f"--config: {config}: file not found; check the path, or leave --config out for defaults")
+        overrides: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "data_dir": data_dir,
+            "time_scale": time_scale,
+            "market_seed": seed,
+            "demo": demo or None,
+        }
+        try:
+            settings = load_settings(config, overrides, os.environ)
+        except SettingsError as exc:
+            fail(str(exc))
+        raise typer.Exit(run_up(settings))

@@ -1,0 +1,210 @@
+"""Seed 001's placement over many nodes at once: nodes the packer cannot tell apart are scored once.
+
+``schedule_job`` evaluates every node for every job, O(jobs x nodes): 10,000 jobs on 1,000 nodes took
+over 20 s. But the packer reads only a node's block (model, provider, CPU/RAM size, end time), tier, CPU
+and RAM in use and its GPUs (index, VRAM, held or shared), never which job holds a GPU. Nodes equal in all
+of that (a fresh block's nodes, or nodes filled the same way) get the same verdict and score, and among
+equal scores the lowest node id wins. So a scheduling pass keeps the READY nodes in such *classes*
+(updated as bookings change nodes), evaluates one node per class (its lowest id), and counts rejections
+per class. The decision is exactly ``schedule_job``'s: the same node, GPUs and score, and the same reason
+sentence with the same counts (``tests/engine/test_packing_classes.py`` compares them on random clusters).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from scalar.domain.packing import (  # the packer's own wording, reused as is
+    EXPIRES_TOO_SOON,
+    GPU_MODEL_NOT_ALLOWED,
+    INSUFFICIENT_CPU,
+    INSUFFICIENT_GPUS,
+    INSUFFICIENT_RAM,
+    LARGER_THAN_ANY_NODE,
+    LOWER_SCORE,
+    NO_NODE_FITS,
+    NO_NODES,
+    PLACED,
+    REJECTION_ORDER,
+    TIER_MISMATCH,
+    NodeEvaluation,
+    PlacementDecision,
+    PlacementKind,
+    _need_text,
+    _rejection,
+    evaluate_node,
+)
+from scalar.domain.packing_model import Job, Node
+from scalar.domain.packing_score import SCORE_TIE_DIGITS, provider_hint
+from scalar.domain.packing_text import fmt_duration, fmt_indices, fmt_num, plural
+from scalar.domain.reasons import Reason
+from scalar.domain.tier import Tier
+from scalar.engine.state import RejectionCount
+
+ClassKey = tuple[object, ...]
+
+
+def node_key(node: Node, reserved_for: frozenset[str] | None) -> ClassKey:
+    """Everything the packer reads of a node (and who the node is held for): equal keys, equal verdicts."""
+    slots = tuple(
+        (s.index, s.vram_total_gb, s.vram_used_gb, s.job_id is not None, bool(s.job_ids))
+        for s in node.gpu_slots
+    )
+    return (node.block, node.tier, node.cpu_used, node.ram_used_gb, slots, reserved_for)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassPlacement:
+    """``schedule_job``'s decision (``rejections`` left empty) and its rejections counted per reason."""
+
+    decision: PlacementDecision
+    counts: tuple[RejectionCount, ...]
+
+
+def count_phrases(job: Job, counts: Mapping[str, int], safety_margin_sec: float) -> list[str]:
+    """The packer's ``"12 nodes lack 4 GPUs with 60 GB free, 3 expire within 2h05m"``, from counts."""
+    other_tier = Tier.FLEX.value if job.tier is Tier.FAST else Tier.FAST.value
+    window = fmt_duration(job.expected_duration_sec + safety_margin_sec)
+    gpus = f"{job.gpu_count} {plural(job.gpu_count, 'GPU')}"
+    gpus += f" with {fmt_num(job.vram_per_gpu_gb)} GB free" if job.vram_per_gpu_gb > 0 else " free"
+    phrases: list[str] = []
+    present = [code for code in REJECTION_ORDER if counts.get(code, 0)]
+    for code in sorted(present, key=lambda c: -counts[c]):
+        n = counts[code]
+        one = n == 1
+        text = {
+            TIER_MISMATCH: f"{'is' if one else 'are'} {other_tier}",
+            GPU_MODEL_NOT_ALLOWED: f"{'has' if one else 'have'} a GPU model the job does not allow",
+            EXPIRES_TOO_SOON: f"expire{'s' if one else ''} within {window}",
+            INSUFFICIENT_CPU: f"lack{'s' if one else ''} {fmt_num(job.cpu_cores)} free CPU cores",
+            INSUFFICIENT_RAM: f"lack{'s' if one else ''} {fmt_num(job.ram_gb)} GB free RAM",
+            INSUFFICIENT_GPUS: f"lack{'s' if one else ''} {gpus}",
+            LOWER_SCORE: "scored lower",
+        }[code]
+        noun = f" {plural(n, 'node')}" if not phrases else ""
+        phrases.append(f"{n}{noun} {text}")
+    return phrases
+
+
+class NodeClasses:
+    """The READY nodes of one scheduling pass, grouped by :func:`node_key`; each group sorted by id."""
+
+    def __init__(self, nodes: Sequence[Node], reserved: Mapping[str, set[str]]) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.key_of: dict[str, ClassKey] = {}
+        self.members: dict[ClassKey, list[str]] = {}
+        for node in nodes:
+            self._add(node, reserved.get(node.id))
+
+    def _add(self, node: Node, reserved_for: set[str] | None) -> None:
+        key = node_key(node, None if reserved_for is None else frozenset(reserved_for))
+        self.nodes[node.id] = node
+        self.key_of[node.id] = key
+        bisect.insort(self.members.setdefault(key, []), node.id)
+
+    def update(self, node: Node, reserved_for: set[str] | None) -> None:
+        """A node changed (a booking) or who it is held for did."""
+        old = self.key_of.pop(node.id)
+        group = self.members[old]
+        group.remove(node.id)
+        if not group:
+            del self.members[old]
+        self._add(node, reserved_for)
+
+    def schedule(self, job: Job, now: datetime, safety_margin_sec: float) -> ClassPlacement:
+        """Exactly ``schedule_job(job, allowed nodes, now)``: the nodes held for other jobs left out."""
+        classes: list[tuple[list[str], NodeEvaluation]] = []
+        for key, members in self.members.items():
+            held_for = key[-1]
+            if held_for is not None and job.id not in held_for:  # type: ignore[operator]
+                continue
+            rep = self.nodes[members[0]]
+            classes.append((members, evaluate_node(job, rep, now, safety_margin_sec=safety_margin_sec)))
+        best: tuple[list[str], NodeEvaluation] | None = None
+        best_rank: tuple[float, str] | None = None
+        for entry in classes:
+            breakdown = entry[1].score
+            if entry[1].reason is None and breakdown is not None:
+                rank = (-round(breakdown.score, SCORE_TIE_DIGITS), entry[0][0])
+                if best_rank is None or rank < best_rank:
+                    best, best_rank = entry, rank
+        counts: Counter[str] = Counter()
+        examples: dict[str, tuple[str, str]] = {}
+        for members, evaluation in classes:
+            rest = members[1:] if best is not None and members is best[0] else members
+            if not rest:
+                continue
+            if evaluation.reason is not None:
+                reason = evaluation.reason
+            else:
+                assert best is not None
+                reason = _rejection(replace(evaluation, node=self.nodes[rest[0]]), best[1]).reason
+            counts[reason.code] += len(rest)
+            seen = examples.get(reason.code)
+            if seen is None or rest[0] < seen[0]:
+                examples[reason.code] = (rest[0], reason.message)
+        order = {code: i for i, code in enumerate(REJECTION_ORDER)}
+        codes = sorted(counts, key=lambda c: (-counts[c], order.get(c, len(order)), c))
+        counted = tuple(RejectionCount(c, counts[c], f"{examples[c][0]}: {examples[c][1]}") for c in codes)
+        head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
+        phrases = count_phrases(job, counts, safety_margin_sec)
+        if best is not None:
+            chosen = best[1]
+            assert chosen.score is not None
+            score = chosen.score.score
+            summary = (
+                f"{head}: placed on {chosen.node.id} GPUs {fmt_indices(chosen.gpu_indices)} (score {score:.4f})"
+                + (f"; {', '.join(phrases)}" if phrases else "")
+                + "."
+            )
+            decision = PlacementDecision(
+                kind=PlacementKind.EXISTING_NODE,
+                job_id=job.id,
+                tier=job.tier,
+                provider=chosen.node.provider,
+                reason=Reason(PLACED, summary, resource="score", have=round(score, 6)),
+                node_id=chosen.node.id,
+                gpu_indices=chosen.gpu_indices,
+                score=chosen.score,
+            )
+            return ClassPlacement(decision, counted)
+        return ClassPlacement(self._no_placement(job, classes, head, phrases), counted)
+
+    def _no_placement(
+        self, job: Job, classes: list[tuple[list[str], NodeEvaluation]], head: str, phrases: list[str]
+    ) -> PlacementDecision:
+        hint = provider_hint(job.gpu_count)
+        if job.tier is Tier.FAST:
+            kind, action = PlacementKind.REQUEST_MORE_CAPACITY, "request more capacity"
+        else:
+            kind, action = PlacementKind.QUEUE_FOR_FLEX, "queue for FLEX capacity"
+        then = f"{action} (provider hint: {hint})"
+        total = sum(len(members) for members, _ in classes)
+        largest = max((self.nodes[members[0]].gpu_count for members, _ in classes), default=0)
+        if not total:
+            reason = Reason(
+                NO_NODES, f"{head}: the cluster has no nodes; {then}.", resource="nodes", need=1, have=0
+            )
+        elif job.gpu_count > largest:
+            reason = Reason(
+                LARGER_THAN_ANY_NODE,
+                f"{head}: no node has {job.gpu_count} GPUs (the largest has {largest}); {then}; "
+                "splitting a job across nodes is the control plane's call.",
+                resource="gpus",
+                need=job.gpu_count,
+                have=largest,
+            )
+        else:
+            reason = Reason(
+                NO_NODE_FITS,
+                f"{head}: {', '.join(phrases)}, none left; {then}.",
+                resource="nodes",
+                need=1,
+                have=0,
+                limit=total,
+            )
+        return PlacementDecision(kind=kind, job_id=job.id, tier=job.tier, provider=hint, reason=reason)

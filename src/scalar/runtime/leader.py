@@ -1,0 +1,362 @@
+"""The leader: the lease, the controller rebuilt by replay, one fenced transaction per step, the executor.
+
+Everything that steps the controller holds ``self.lock`` (one step at a time in the process) and writes
+in one ``store.write(fence)`` transaction::
+
+    with store.write(fence) as tx:
+        appended = tx.append_batch(now, events)           # + inbox rows consumed, feed cursors, ...
+        actions = controller.step(now, appended.new_events)
+        tx.add_actions(...)                               # the outbox
+        projector.write(tx, ...)                          # projections + decisions
+
+If that transaction fails after the in-memory step, the controller is ahead of the database: it is
+dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
+makes this process step down; it rebuilds when it wins the lease again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
+from scalar.engine.codec import event_from_dict, event_to_dict
+from scalar.engine.events import Event
+from scalar.providers.base import Provider
+from scalar.runtime.executor import execute, outbox_payload
+from scalar.runtime.feed import NodeFeed, PriceCollector, Source
+from scalar.runtime.projector import Projector
+from scalar.runtime.settings import Settings
+from scalar.store import Action as StoredAction
+from scalar.store import (
+    ActionNotClaimedError,
+    BatchAppend,
+    Fence,
+    NewAction,
+    NewEvent,
+    NotLeaderError,
+    Store,
+    Tx,
+)
+
+log = logging.getLogger(__name__)
+
+INBOX_BATCH = 1000
+
+
+def new_event(event: Event, now: datetime) -> NewEvent:
+    return NewEvent(event.stimulus_id, type(event).__name__, event_to_dict(event), now)
+
+
+def inbox_event(item_id: int, payload: Mapping[str, Any], now: datetime) -> NewEvent:
+    """An inbox row as the event it becomes (stimulus ``inbox:<id>``: consumed once, stored once)."""
+    stimulus = f"inbox:{item_id}"
+    return NewEvent(stimulus, str(payload["type"]), dict(payload, stimulus_id=stimulus), now)
+
+
+def subject_of(action: StoredAction) -> str:
+    """What an action is about: actions about one job (start, stop) or block run in order, others in parallel."""
+    body = action.payload.get("action", {})
+    for field in ("job_id", "block_id"):
+        if isinstance(body.get(field), str):
+            return f"{field}:{body[field]}"
+    return action.action_id
+
+
+class Leader:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        providers: Mapping[str, Provider],
+        sources: list[Source],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.providers = providers
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.controller: Controller | None = None
+        self.fence: Fence | None = None
+        self.lease_expires_at: datetime | None = None
+        self.reclaim = False
+        self.last_price_at: datetime | None = None
+        self.last_step_at: datetime | None = None
+        self.projector = Projector()
+        self.feed = NodeFeed(sources, settings.park_ttl_s)
+        self.prices = PriceCollector(providers, settings.controller)
+        self.actions_added = threading.Event()
+        self._n = 0
+        self.steps = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    # ---- the lease -----------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int | None:
+        return None if self.fence is None else self.fence.epoch
+
+    def acquire(self, now: datetime) -> bool:
+        """Acquire or renew the lease; on a new epoch, rebuild by replay. Returns whether we lead."""
+        with self.lock:
+            s = self.settings
+            lease = self.store.try_acquire(s.lease_name, s.holder, now, s.lease_ttl_s)
+            if not lease.is_leader:
+                if self.fence is not None:
+                    log.warning("lost the lease to %s (epoch %d): stepping down", lease.holder, lease.epoch)
+                    self.step_down()
+                return False
+            self.lease_expires_at = lease.expires_at
+            if self.controller is None or self.fence is None or lease.epoch != self.fence.epoch:
+                self.fence = lease.fence
+                self.controller = None
+                try:
+                    self.rebuild()
+                except NotLeaderError:
+                    self.step_down()
+                    return False
+                self.reclaim = True
+                self.last_price_at = None
+                log.info("leading at epoch %d (%d steps replayed)", lease.epoch, self.steps)
+            return True
+
+    def step_down(self) -> None:
+        with self.lock:
+            self.controller = None
+            self.fence = None
+            self.lease_expires_at = None
+
+    def rebuild(self) -> None:
+        """A fresh controller with every stored batch replayed (their actions dropped: already stored).
+
+        A long log takes a while (about a minute per day of one-second ticks): the lease is renewed every
+        ``lease_renew_s`` meanwhile, so a standby does not take over from a leader that is only replaying."""
+        controller = Controller(self.settings.controller)
+        steps = 0
+        renewed = time.monotonic()
+        for batch in self.store.read_batches():
+            controller.step(batch.at, [event_from_dict(e.payload) for e in batch.events])
+            steps += 1
+            if time.monotonic() - renewed >= self.settings.lease_renew_s:
+                self._renew_during_rebuild()
+                renewed = time.monotonic()
+        with self.store.read() as tx:
+            self.feed.load(tx)
+        self.projector.reset(controller)
+        self.controller = controller
+        self.steps = steps
+
+    def _renew_during_rebuild(self) -> None:
+        s = self.settings
+        lease = self.store.try_acquire(s.lease_name, s.holder, self.clock(), s.lease_ttl_s)
+        if not lease.is_leader or self.fence is None or lease.epoch != self.fence.epoch:
+            raise NotLeaderError(
+                f"lost the lease to {lease.holder} while replaying the log", "rebuild when leading again"
+            )
+        self.lease_expires_at = lease.expires_at
+
+    # ---- one step ------------------------------------------------------------------------------------
+
+    def _provider_of(self, action: Action) -> tuple[str | None, dict[str, str]]:
+        assert self.controller is not None
+        state = self.controller.state
+        if isinstance(action, BuyCapacity):
+            return action.request.provider, {}
+        if isinstance(action, ReleaseBlock):
+            return action.provider, {}
+        node_ids = action.node_ids if isinstance(action, StartWork) else (action.node_id,)
+        blocks = {n: state.nodes[n].block_id for n in node_ids if n in state.nodes}
+        first = state.nodes.get(node_ids[0])
+        return (first.node.block.provider if first is not None else None), blocks
+
+    def commit(
+        self,
+        now: datetime,
+        build: Callable[[Tx], list[NewEvent]],
+        *,
+        after: Callable[[Tx, BatchAppend], None] | None = None,
+        market_changed: bool = False,
+    ) -> list[Action]:
+        """Append the events ``build`` returns (it runs inside the transaction: it may read the inbox or
+        complete an action), step the controller with the new ones, store its actions, projections and
+        decisions, then run ``after``: one fenced transaction."""
+        with self.lock:
+            controller, fence = self.controller, self.fence
+            if controller is None or fence is None:
+                raise NotLeaderError("not the leader", "acquire the lease first")
+            stepped = False
+            done: Callable[[], None] | None = None
+            actions: list[Action] = []
+            try:
+                with self.store.write(fence) as tx:
+                    appended = tx.append_batch(now, build(tx))
+                    if appended.new_events:
+                        story_from = len(controller.state.story)
+                        stepped = True
+                        actions = controller.step(
+                            now, [event_from_dict(e.payload) for e in appended.new_events]
+                        )
+                        rows = []
+                        for action in actions:
+                            provider, blocks = self._provider_of(action)
+                            payload = outbox_payload(action, provider, blocks)
+                            rows.append(NewAction(action.action_id, type(action).__name__, payload))
+                        tx.add_actions(
+                            rows, now=now, created_seq=appended.last_seq, batch_id=appended.batch_id
+                        )
+                        done = self.projector.write(
+                            tx,
+                            controller,
+                            now,
+                            story_from=story_from,
+                            batch_id=appended.batch_id,
+                            market_changed=market_changed,
+                        )
+                    if after is not None:
+                        after(tx, appended)
+            except NotLeaderError:
+                log.warning("fenced: another controller leads now; stepping down")
+                self.step_down()
+                raise
+            except BaseException:
+                if stepped:  # the controller is ahead of the database: rebuild before the next step
+                    self.controller = None
+                raise
+            if done is not None:
+                done()
+            self.last_step_at = now
+            if stepped:
+                self.steps += 1
+            if actions:
+                self.actions_added.set()
+            return actions
+
+    def tick(self, now: datetime) -> list[Action]:
+        """One leader iteration: market prices when due, node events, the inbox, a Tick; one step.
+        Event order in the batch: market, node events, inbox (a job is judged on the latest offers), Tick."""
+        with self.lock:
+            controller = self.controller
+            if controller is None or self.fence is None:
+                return []
+            self._n += 1
+            tag = f"{now.isoformat()}:e{self.fence.epoch}.{self._n}"
+            events: list[NewEvent] = []
+            price_due = (
+                self.last_price_at is None
+                or (now - self.last_price_at).total_seconds() >= self.settings.price_interval_s
+            )
+            market = self.prices.observe(now, controller, f"market:{tag}") if price_due else None
+            if market is not None:
+                events.append(new_event(market, now))
+            feed = self.feed.poll(now, lambda node: node in controller.state.nodes)
+            events += feed.events
+            tick = new_event(Tick(f"tick:{tag}"), now)
+            consumed: list[int] = []
+
+            def build(tx: Tx) -> list[NewEvent]:
+                items = tx.unconsumed_inbox(INBOX_BATCH)
+                consumed.extend(i.id for i in items)
+                return [*events, *(inbox_event(i.id, i.payload, now) for i in items), tick]
+
+            def after(tx: Tx, appended: BatchAppend) -> None:
+                if consumed:
+                    tx.mark_inbox_consumed(consumed, at=now, batch_id=appended.batch_id)
+                self.feed.persist(tx, feed, now)
+
+            actions = self.commit(now, build, after=after, market_changed=market is not None)
+            self.feed.committed(feed)
+            if price_due:
+                self.last_price_at = now
+            return actions
+
+    # ---- the executor --------------------------------------------------------------------------------
+
+    def execute_once(self) -> int:
+        """Claim the actions due now and execute them; returns how many were claimed."""
+        with self.lock:
+            fence = self.fence
+            if fence is None or self.controller is None:
+                return 0
+            stale = 0.0 if self.reclaim else self.settings.action_stale_after_s
+        now = self.clock()
+        try:
+            with self.store.write(fence) as tx:
+                claimed = tx.claim_actions(
+                    worker=self.settings.holder,
+                    now=now,
+                    limit=self.settings.executor_batch,
+                    stale_after_s=stale,
+                )
+        except NotLeaderError:
+            with self.lock:
+                if self.fence == fence:
+                    self.step_down()
+            return 0
+        with self.lock:
+            if self.fence == fence:
+                self.reclaim = False
+        lanes: dict[str, list[StoredAction]] = {}
+        for action in claimed:
+            lanes.setdefault(subject_of(action), []).append(action)
+        if len(lanes) <= 1:
+            for action in claimed:
+                self._run(action, fence)
+        else:  # provider calls are slow: different jobs and blocks in parallel, each one's actions in order
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    self.settings.executor_batch, thread_name_prefix="scalar-exec"
+                )
+            for _ in self._pool.map(lambda lane: self._run_lane(lane, fence), lanes.values()):
+                pass
+        return len(claimed)
+
+    def _run_lane(self, lane: list[StoredAction], fence: Fence) -> None:
+        for action in lane:
+            self._run(action, fence)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _run(self, action: StoredAction, fence: Fence) -> None:
+        outcome = execute(action.payload, self.providers, self.clock())
+        now = self.clock()
+        s = self.settings
+        try:
+            if outcome.retry:
+                delay = min(s.retry_backoff_s * 2 ** max(action.attempts - 1, 0), s.retry_backoff_max_s)
+                with self.store.write(fence) as tx:
+                    tx.release_action(
+                        action.action_id,
+                        attempt=action.attempts,
+                        now=now,
+                        error=outcome.error,
+                        not_before=now + timedelta(seconds=delay),
+                    )
+                return
+            events = [new_event(e, now) for e in outcome.events]
+
+            def complete(tx: Tx) -> list[NewEvent]:
+                tx.complete_action(
+                    action.action_id,
+                    attempt=action.attempts,
+                    now=now,
+                    result=outcome.result,
+                    failed=outcome.failed,
+                    error=outcome.error,
+                )
+                return events
+
+            with self.lock:
+                if self.fence != fence or self.controller is None:
+                    return  # leadership changed meanwhile: the next leader executes it again, same key
+                self.commit(now, complete)
+        except (NotLeaderError, ActionNotClaimedError) as err:
+            log.info("result of %s dropped: %s", action.action_id, err)

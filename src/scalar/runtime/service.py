@@ -1,0 +1,340 @@
+"""``ControlPlane``: the engine driven in real time, with a leader lease and an action executor.
+
+INTERFACE CHANGES (for the API/CLI helper; the rest is as in /tmp/controlplane-interface.md):
+- ``load_settings(config_path=None, overrides=None, env=None)``: all three arguments optional; ``overrides``
+  keys are ``Settings`` field names (``data_dir``, ``host``, ``port``, ``time_scale``, ``market_seed``,
+  ``demo``, ``database_url``, ``tick_s``...), ``None`` values ignored.
+- ``Settings()`` is valid (every field has a default); extra fields: ``boot_failure_rate``,
+  ``executor_interval_s``, ``executor_batch``, ``action_stale_after_s``, ``retry_backoff_s``,
+  ``retry_backoff_max_s``, ``park_ttl_s``, ``lease_name``; ``providers`` is a ``ProvidersSettings``
+  (``enabled`` built-in market providers, ``market_database_url``).
+- ``ControlPlane.open()`` opens the store and the market without starting threads (a client process that
+  only submits and reads); ``start()`` calls it. ``ControlPlane`` is a context manager (start/stop).
+- ``ControlPlane.run_executor_once() -> int`` executes the claimable actions once (tests drive it).
+- Job dicts also carry ``reason_code`` and ``preemptions``; ``cancel_job`` adds ``cancel_requested: true``.
+- ``health()`` also returns ``holder``, ``epoch``, ``backend``, ``lease_holder``, ``lease_expires_at``.
+- ``explain_job(job_id) -> list[str] | None``: the leader's explanation lines (``None`` on a follower or for
+  an unknown job); ``story(entity_id)`` reads the stored decisions (any process).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from scalar.domain.offers import Offer
+from scalar.domain.orderbook import analyze_orderbook
+from scalar.domain.reasons import Reason
+from scalar.engine import JobCancelRequested, JobSubmitted
+from scalar.engine.codec import event_to_dict
+from scalar.engine.validation import validate_job_spec
+from scalar.providers.base import Provider, ProviderError
+from scalar.providers.sim import BuiltinMarket
+from scalar.runtime.feed import PriceCollector, Source
+from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
+from scalar.runtime.leader import Leader
+from scalar.runtime.settings import Settings
+from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
+from scalar.wire.orderbook import build_orderbook_response
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class JobRejectedError(Exception):
+    """A submission refused at once; ``reasons`` name the field or resource and how to fix it."""
+
+    def __init__(self, reasons: list[Reason]) -> None:
+        self.reasons = list(reasons)
+        super().__init__("job refused: " + "; ".join(r.message for r in self.reasons))
+
+
+class ControlPlane:
+    """One control-plane process. Several may run against one database: exactly one leads (lease)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        providers: Mapping[str, Provider] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._given_providers = providers
+        self.store: Store | None = None
+        self.market: BuiltinMarket | None = None
+        self.providers: Mapping[str, Provider] = {}
+        self._leader: Leader | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._open_lock = threading.Lock()
+        self._offers_cache: tuple[float, tuple[Offer, ...]] | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open (and migrate) the store and the market; no threads. Idempotent."""
+        with self._open_lock:
+            if self.store is not None:
+                return
+            s = self.settings
+            store = Store.open(s.database_url)
+            try:
+                if self._given_providers is None:
+                    market = BuiltinMarket(
+                        s.market_database_url, s.market_config(), providers=s.providers.enabled
+                    )
+                    self.market = market
+                    self.providers = market.providers()
+                    sources = [Source("builtin", market.events_since)]
+                else:
+                    self.providers = dict(self._given_providers)
+                    sources = [Source(n, p.events_since) for n, p in sorted(self.providers.items())]
+            except BaseException:
+                store.close()
+                raise
+            self._leader = Leader(store, s, self.providers, sources, self.clock)
+            self.store = store
+
+    def start(self) -> None:
+        """Open the store (migrating it), the market, and start the leader and executor threads."""
+        self.open()
+        if self._threads:
+            return
+        self._stop.clear()
+        self._threads = [
+            threading.Thread(target=self._leader_loop, name="scalar-leader", daemon=True),
+            threading.Thread(target=self._executor_loop, name="scalar-executor", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the threads, give the lease up (a standby takes over at once), close. Safe to call twice."""
+        self._stop.set()
+        leader = self._leader
+        if leader is not None:
+            leader.actions_added.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
+        self._threads = []
+        if leader is not None and self.store is not None:
+            with leader.lock:
+                if leader.fence is not None:
+                    try:
+                        self.store.release(self.settings.lease_name, self.settings.holder)
+                    except Exception:  # the database may be gone; the lease then simply expires
+                        log.warning("could not release the lease", exc_info=True)
+                    leader.step_down()
+        if leader is not None:
+            leader.close()
+        if self.market is not None:
+            self.market.close()
+            self.market = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        self._leader = None
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def _opened(self) -> tuple[Store, Leader]:
+        self.open()
+        assert self.store is not None and self._leader is not None
+        return self.store, self._leader
+
+    # ---- the loops -----------------------------------------------------------------------------------
+
+    def run_once(self) -> None:
+        """One leader iteration at ``clock()``: acquire or renew the lease (rebuilding on a new epoch), then
+        collect prices when due, poll node events, drain the inbox and step with a Tick."""
+        _, leader = self._opened()
+        now = self.clock()
+        with leader.lock:
+            try:
+                if leader.acquire(now):
+                    leader.tick(now)
+            except NotLeaderError:
+                pass
+
+    def run_executor_once(self) -> int:
+        """Claim and execute the actions due now; returns how many were claimed."""
+        _, leader = self._opened()
+        return leader.execute_once()
+
+    def _leader_loop(self) -> None:
+        s = self.settings
+        period = min(s.tick_s, s.lease_renew_s)
+        next_tick = 0.0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            leader = self._leader
+            if leader is None:
+                return
+            try:
+                now = self.clock()
+                with leader.lock:
+                    if leader.acquire(now) and started >= next_tick:
+                        next_tick = started + s.tick_s
+                        leader.tick(now)
+            except NotLeaderError:
+                pass
+            except Exception:
+                log.exception("leader iteration failed; retrying")
+                leader.step_down()
+            self._stop.wait(max(0.01, period - (time.monotonic() - started)))
+
+    def _executor_loop(self) -> None:
+        while not self._stop.is_set():
+            leader = self._leader
+            if leader is None:
+                return
+            try:
+                ran = leader.execute_once()
+            except Exception:
+                log.exception("executor pass failed; retrying")
+                ran = 0
+            if not ran:
+                leader.actions_added.wait(self.settings.executor_interval_s)
+                leader.actions_added.clear()
+
+    # ---- state -------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        leader = self._leader
+        if leader is None or leader.fence is None or leader.lease_expires_at is None:
+            return False
+        return leader.lease_expires_at > self.clock()
+
+    def health(self) -> dict[str, Any]:
+        """``{"status": "ok", "role": "leader"|"follower", "database": ..., "last_step_at": ...}``."""
+        store, leader = self._opened()
+        lease = None
+        status = "ok"
+        try:
+            lease = store.read_lease(self.settings.lease_name)
+        except Exception as err:  # the database is down
+            status = f"degraded: {err}"
+        return {
+            "status": status,
+            "role": "leader" if self.is_leader else "follower",
+            "database": store.url,
+            "backend": store.backend,
+            "holder": self.settings.holder,
+            "epoch": leader.epoch,
+            "last_step_at": None if leader.last_step_at is None else leader.last_step_at.isoformat(),
+            "lease_holder": None if lease is None else lease.holder,
+            "lease_expires_at": None
+            if lease is None or lease.expires_at is None
+            else lease.expires_at.isoformat(),
+        }
+
+    # ---- jobs ----------------------------------------------------------------------------------------
+
+    def _validation_offers(self, now: datetime) -> tuple[Offer, ...]:
+        """The offers a submission is judged on: the leader's, else a recent collection of our own."""
+        _, leader = self._opened()
+        with leader.lock:
+            if leader.controller is not None:
+                offers = leader.controller.offers()
+                if offers:
+                    return offers
+        cached = self._offers_cache
+        if cached is not None and time.monotonic() - cached[0] < self.settings.price_interval_s:
+            return cached[1]
+        collected, _, _ = PriceCollector(self.providers, self.settings.controller).collect(now)
+        self._offers_cache = (time.monotonic(), collected)
+        return collected
+
+    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and accept a job into the durable inbox (any process may); returns the job dict (state
+        PENDING). Raises ``JobRejectedError`` with every reason, writing nothing."""
+        store, _ = self._opened()
+        now = self.clock()
+        spec, problems = spec_from_fields(fields, new_job_id(now), now)
+        if spec is not None:
+            problems = validate_job_spec(spec, self.settings.controller, self._validation_offers(now))
+        if spec is None or problems:
+            raise JobRejectedError(problems)
+        job = spec_dict(spec, "PENDING", ACCEPTED_REASON, "accepted")
+        with store.write() as tx:
+            tx.add_inbox(SUBMIT, spec.job_id, event_to_dict(JobSubmitted("inbox", spec)), now=now)
+            tx.upsert_projection("jobs", spec.job_id, "PENDING", job, at=now)
+        return job
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        """Request cancellation (durable inbox); ``KeyError`` if the job is unknown."""
+        store, _ = self._opened()
+        now = self.clock()
+        with store.write() as tx:
+            row = tx.get_projection("jobs", job_id)
+            if row is None:
+                raise KeyError(job_id)
+            tx.add_inbox(CANCEL, job_id, event_to_dict(JobCancelRequested("inbox", job_id)), now=now)
+        return {**row.data, "cancel_requested": True}
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        store, _ = self._opened()
+        with store.read() as tx:
+            row = tx.get_projection("jobs", job_id)
+        return None if row is None else dict(row.data)
+
+    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """Jobs in submission order (ids sort by submission time), optionally only those in ``state``."""
+        store, _ = self._opened()
+        with store.read() as tx:
+            rows = tx.list_projection("jobs", state.upper() if state else None, limit=limit, offset=offset)
+        return [dict(r.data) for r in rows]
+
+    def explain_job(self, job_id: str) -> list[str] | None:
+        _, leader = self._opened()
+        with leader.lock:
+            if leader.controller is None:
+                return None
+            explanation = leader.controller.explain(job_id)
+        return None if explanation is None else list(explanation.lines)
+
+    def story(self, entity_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
+        store, _ = self._opened()
+        with store.read() as tx:
+            decisions = tx.story(entity_id, limit=limit)
+        return [
+            {"at": d.at.isoformat(), "code": d.code, "message": d.message, "data": d.data} for d in decisions
+        ]
+
+    # ---- the market ----------------------------------------------------------------------------------
+
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:
+        """Seed 000's GET /orderbook response over the current book; ``KeyError`` for an unknown type."""
+        self._opened()
+        now = self.clock()
+        for name in sorted(self.providers):
+            try:
+                book = self.providers[name].orderbook(instance_type, now)
+            except ProviderError:
+                continue
+            if book is None:
+                continue
+            analysis = analyze_orderbook(book.asks, book.bids, node_count * gpus_per_node)
+            response = build_orderbook_response(
+                analysis, instance_type, node_count, gpus_per_node, book.observed_at
+            )
+            return response.model_dump(mode="json")
+        raise KeyError(instance_type)

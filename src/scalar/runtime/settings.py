@@ -1,0 +1,322 @@
+"""The control plane's settings: ``scalar.toml`` (see ``scalar.example.toml``), flags and the environment.
+
+``load_settings(config_path, overrides, env)`` reads the file (``tomllib``), applies ``SCALAR_DATABASE_URL``
+and command-line overrides, and validates everything at once. A bad value raises :class:`SettingsError`
+naming the key and saying how to fix it (``scalar.toml: [loops].tick_s: must be > 0, got -1``). Without a
+file every setting has a sensible default: the built-in market on SQLite under ``./.scalar``.
+
+Precedence, highest first: ``overrides`` (command-line flags), the environment (``SCALAR_DATABASE_URL``),
+the file, the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import tomllib
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from scalar.engine.config import ConfigError, ControllerConfig
+from scalar.providers.builtin.config import MARKET_PROVIDERS, MarketConfig, MarketConfigError
+from scalar.store.db import DATABASE_URL_ENV, default_database_url, normalize_url
+from scalar.store.errors import UnsupportedDatabaseError
+
+DEFAULT_DATA_DIR = Path(".scalar")
+CONFIG_NAME = "scalar.toml"
+
+
+class SettingsError(Exception):
+    """An invalid setting. ``key`` is where it lives (``[loops].tick_s``); the message says how to fix it."""
+
+    def __init__(self, key: str, problem: str, hint: str | None = None, *, source: str = CONFIG_NAME) -> None:
+        self.key = key
+        self.problem = problem
+        self.hint = hint
+        self.source = source
+        text = f"{source}: {key}: {problem}"
+        if hint:
+            text += f"; {hint}"
+        super().__init__(text)
+
+
+def new_holder() -> str:
+    """A lease holder name unique to this process lifetime: ``host:pid:uuid4``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True)
+class ProvidersSettings:
+    """Which sellers the control plane trades with.
+
+    ``enabled``: the provider names the built-in market sells for (all of them by default); the controller
+    only sees, and buys from, these. ``market_database_url``: where the built-in market keeps its tables
+    (``None``: the control plane's own database, so every controller sees one market).
+    Real provider clients (``scalar.providers.sfcompute`` ...) read their credentials from
+    ``SCALAR_<NAME>_API_KEY``; they are not driven by the control-plane loop yet.
+    """
+
+    enabled: tuple[str, ...] = MARKET_PROVIDERS
+    market_database_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a ``ControlPlane`` runs with. Times in seconds."""
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    database_url: str = (
+        ""  # "": sqlite:///<data_dir>/scalar.db (load_settings also reads SCALAR_DATABASE_URL)
+    )
+    host: str = "127.0.0.1"
+    port: int = 8000
+    demo: bool = False
+    time_scale: float = 1.0  # built-in market: boot delays and contract lengths divided by N
+    market_seed: int | None = None
+    boot_failure_rate: float = 0.0
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    tick_s: float = 1.0  # how often the leader steps the engine (a Tick)
+    price_interval_s: float = 15.0  # how often offers and books are collected (MarketObserved)
+    executor_interval_s: float = 0.2  # how often the idle executor looks for new actions
+    executor_batch: int = 8  # actions claimed at once
+    action_stale_after_s: float = 120.0  # an in-flight claim older than this is claimed again
+    retry_backoff_s: float = 2.0  # first retry delay after a retryable provider error (doubles)
+    retry_backoff_max_s: float = 120.0
+    park_ttl_s: float = 600.0  # node events about nodes the controller does not know yet wait this long
+    lease_name: str = "controller"
+    lease_ttl_s: float = 10.0
+    lease_renew_s: float = 2.0
+    holder: str = field(default_factory=new_holder)  # unique per process: host:pid:uuid4
+    providers: ProvidersSettings = field(default_factory=ProvidersSettings)
+
+    def __post_init__(self) -> None:
+        if not self.database_url:
+            object.__setattr__(self, "database_url", default_database_url(self.data_dir))
+
+    @property
+    def market_database_url(self) -> str:
+        return self.providers.market_database_url or self.database_url
+
+    def market_config(self) -> MarketConfig:
+        return MarketConfig(
+            seed=self.market_seed, time_scale=self.time_scale, boot_failure_rate=self.boot_failure_rate
+        )
+
+
+# ---- the file's shape: section -> key -> (Settings field, kind) ------------------------------------------
+
+_SECONDS = "seconds"
+_POSITIVE = "positive"
+_COUNT = "count"
+_STRING = "string"
+_BOOL = "bool"
+_PORT = "port"
+_URL = "url"
+_SEED = "seed"
+_RATE = "rate"
+_NAMES = "names"
+
+SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
+    "server": {"host": ("host", _STRING), "port": ("port", _PORT), "demo": ("demo", _BOOL)},
+    "store": {"data_dir": ("data_dir", _STRING), "database_url": ("database_url", _URL)},
+    "market": {
+        "seed": ("market_seed", _SEED),
+        "time_scale": ("time_scale", _POSITIVE),
+        "boot_failure_rate": ("boot_failure_rate", _RATE),
+        "database_url": ("market_database_url", _URL),
+    },
+    "loops": {
+        "tick_s": ("tick_s", _POSITIVE),
+        "price_interval_s": ("price_interval_s", _POSITIVE),
+        "executor_interval_s": ("executor_interval_s", _POSITIVE),
+        "executor_batch": ("executor_batch", _COUNT),
+        "action_stale_after_s": ("action_stale_after_s", _POSITIVE),
+        "retry_backoff_s": ("retry_backoff_s", _SECONDS),
+        "retry_backoff_max_s": ("retry_backoff_max_s", _SECONDS),
+        "park_ttl_s": ("park_ttl_s", _SECONDS),
+    },
+    "lease": {
+        "name": ("lease_name", _STRING),
+        "ttl_s": ("lease_ttl_s", _POSITIVE),
+        "renew_s": ("lease_renew_s", _POSITIVE),
+    },
+    "providers": {"enabled": ("enabled", _NAMES)},
+}
+SECTIONS = (*SCHEMA, "controller")
+_FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
+
+
+def _check(key: str, kind: str, value: Any, source: str) -> Any:
+    def bad(problem: str, hint: str | None = None) -> SettingsError:
+        return SettingsError(key, problem, hint, source=source)
+
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind in (_SECONDS, _POSITIVE, _RATE):
+        if not number or not math.isfinite(value):
+            raise bad(f"must be a number, got {value!r}")
+        if kind == _POSITIVE and value <= 0:
+            raise bad(f"must be > 0, got {value!r}")
+        if kind == _SECONDS and value < 0:
+            raise bad(f"must be >= 0, got {value!r}")
+        if kind == _RATE and not 0 <= value <= 1:
+            raise bad(f"must be a probability between 0 and 1, got {value!r}")
+        return float(value)
+    if kind == _COUNT:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(f"must be a whole number >= 1, got {value!r}")
+        return value
+    if kind == _PORT:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
+            raise bad(f"must be a port number 0-65535, got {value!r}")
+        return value
+    if kind == _SEED:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise bad(f"must be a whole number >= 0, got {value!r}", "leave it out to keep the stored seed")
+        return value
+    if kind == _BOOL:
+        if not isinstance(value, bool):
+            raise bad(f"must be true or false, got {value!r}")
+        return value
+    if kind in (_STRING, _URL):
+        if not isinstance(value, str | Path) or (kind == _STRING and not str(value).strip()):
+            raise bad(f"must be a non-empty string, got {value!r}")
+        text = str(value).strip()
+        if kind == _URL and text:
+            try:
+                normalize_url(text)
+            except UnsupportedDatabaseError as err:
+                raise bad(err.message, err.hint) from None
+        return text
+    if kind == _NAMES:
+        if not isinstance(value, list | tuple) or not value:
+            raise bad(f"must be a non-empty list of provider names, got {value!r}")
+        names = []
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or name not in MARKET_PROVIDERS:
+                raise SettingsError(
+                    f"{key}[{i}]",
+                    f"unknown provider {name!r}",
+                    f"use some of {', '.join(MARKET_PROVIDERS)}",
+                    source=source,
+                )
+            names.append(name)
+        return tuple(dict.fromkeys(names))
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise SettingsError(
+            "(file)", f"{path} does not exist", "pass --config with an existing file", source=str(path)
+        ) from None
+    except tomllib.TOMLDecodeError as err:
+        raise SettingsError("(file)", f"not valid TOML: {err}", source=str(path)) from None
+    except OSError as err:
+        raise SettingsError("(file)", f"cannot read it: {err.strerror or err}", source=str(path)) from None
+
+
+def _from_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for section, body in data.items():
+        if section not in SECTIONS:
+            raise SettingsError(
+                f"[{section}]", "unknown section", f"use one of {', '.join(SECTIONS)}", source=source
+            )
+        if not isinstance(body, Mapping):
+            raise SettingsError(f"[{section}]", "must be a table", source=source)
+        if section == "controller":
+            try:
+                values["controller"] = ControllerConfig.from_dict(body)
+            except ConfigError as err:
+                raise SettingsError(
+                    f"[controller].{err.field}", err.problem, err.hint, source=source
+                ) from None
+            continue
+        known = SCHEMA[section]
+        for key, value in body.items():
+            if key not in known:
+                raise SettingsError(
+                    f"[{section}].{key}",
+                    "unknown setting",
+                    f"use one of {', '.join(known)}",
+                    source=source,
+                )
+            name, kind = known[key]
+            values[name] = _check(f"[{section}].{key}", kind, value, source)
+    return values
+
+
+def _flag_key(name: str) -> tuple[str, str]:
+    spot = _FIELD_KEYS.get(name)
+    if spot is None:
+        return name, _STRING
+    return f"--{name.replace('_', '-')}", spot[2]
+
+
+def load_settings(
+    config_path: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read ``config_path`` (``None``: ``./scalar.toml`` if it exists, else the defaults), then apply ``env``
+    (``SCALAR_DATABASE_URL``; default ``os.environ``) and ``overrides`` (flag values keyed by ``Settings``
+    field name: ``data_dir``, ``host``, ``port``, ``time_scale``, ``market_seed``, ``demo``,
+    ``database_url``, ``tick_s``...; ``None`` values are ignored). Raises :class:`SettingsError`."""
+    environ = os.environ if env is None else env
+    path = config_path
+    if path is None and Path(CONFIG_NAME).is_file():
+        path = Path(CONFIG_NAME)
+    values: dict[str, Any] = {}
+    if path is not None:
+        values = _from_file(_read_file(Path(path)), str(path))
+    url = environ.get(DATABASE_URL_ENV, "").strip()
+    if url:
+        values["database_url"] = _check(DATABASE_URL_ENV, _URL, url, "environment")
+    settable = {f.name for f in fields(Settings)} | {"enabled", "market_database_url"}
+    for name, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if name not in settable:
+            raise SettingsError(name, "unknown setting", source="command line")
+        key, kind = _flag_key(name)
+        if name in ("controller", "providers", "holder"):
+            values[name] = value
+        else:
+            values[name] = _check(key, kind, value, "command line")
+    providers = ProvidersSettings(
+        enabled=values.pop("enabled", MARKET_PROVIDERS),
+        market_database_url=values.pop("market_database_url", None) or None,
+    )
+    values.setdefault("providers", providers)
+    if "data_dir" in values:
+        values["data_dir"] = Path(values["data_dir"])
+    settings = Settings(**values)
+    if settings.lease_renew_s >= settings.lease_ttl_s:
+        raise SettingsError(
+            "[lease].renew_s",
+            f"is {settings.lease_renew_s:g} s but ttl_s is {settings.lease_ttl_s:g} s",
+            "renew well within the lease, e.g. renew_s <= ttl_s / 3",
+            source=str(path) if path else CONFIG_NAME,
+        )
+    if settings.park_ttl_s <= settings.action_stale_after_s:
+        raise SettingsError(
+            "[loops].park_ttl_s",
+            f"is {settings.park_ttl_s:g} s but action_stale_after_s is {settings.action_stale_after_s:g} s",
+            "node events must wait longer than a crashed purchase takes to be executed again "
+            "(keep park_ttl_s well above action_stale_after_s)",
+            source=str(path) if path else CONFIG_NAME,
+        )
+    try:
+        settings.market_config()
+    except MarketConfigError as err:
+        raise SettingsError(
+            "[market]", err.message, err.hint, source=str(path) if path else CONFIG_NAME
+        ) from None
+    return settings

@@ -1,0 +1,386 @@
+"""Jobs on the wire: the POST /jobs body, the job the API returns, and RFC 9457 problem details.
+
+``JobSubmission`` is the body of ``POST /jobs`` (and the JOB.json that ``scalar submit --file`` reads): seed
+001's job fields plus an optional ``name``, ``gpu_models`` and ``share_gpu``. Unknown keys are refused, so a
+typo (``gpus``) is named instead of silently ignored. Bounds are generous but finite, so no value the schema
+accepts can overflow a database column or a clock.
+
+``field_problems`` turns a pydantic ``ValidationError`` into ``FieldProblem`` entries (field, problem,
+fix) that the API returns inside a ``ProblemDetails`` body and the CLI prints line by line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import unicodedata
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
+
+from scalar.domain.tier import Tier
+
+# Every state a job can be in (the engine's JobState; a test keeps the two equal).
+JOB_STATES: tuple[str, ...] = (
+    "PENDING",
+    "SCHEDULED",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "PREEMPTED",
+    "REJECTED",
+)
+TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
+
+# Finite bounds: large enough for any real job, small enough for every column and clock.
+MAX_GPUS = 100_000
+MAX_VRAM_PER_GPU_GB = 10_000.0
+MAX_CPU_CORES = 100_000.0
+MAX_RAM_GB = 1_000_000.0
+MAX_DURATION_SEC = 366 * 86_400.0
+MAX_PRIORITY = 1_000_000_000
+MAX_NAME_LENGTH = 200
+MAX_GPU_MODELS = 32
+MAX_GPU_MODEL_LENGTH = 64
+
+DEFAULT_DURATION_SEC = 3600.0
+
+# What to do about each field, shown as ``fix`` next to the problem.
+FIELD_FIXES: dict[str, str] = {
+    "tier": "use FAST (capacity is bought now) or FLEX (waits for capacity under the FLEX price cap)",
+    "gpu_count": f"give a whole number of GPUs from 0 (CPU only) to {MAX_GPUS}",
+    "vram_per_gpu_gb": f"give the GB of GPU memory each GPU needs, a number from 0 to {MAX_VRAM_PER_GPU_GB:g}",
+    "cpu_cores": f"give the CPU cores needed (per node for a gang), a number from 0 to {MAX_CPU_CORES:g}",
+    "ram_gb": f"give the GB of RAM needed (per node for a gang), a number from 0 to {MAX_RAM_GB:g}",
+    "expected_duration_sec": (
+        f"give the expected run time in seconds, more than 0 and at most {MAX_DURATION_SEC:g} (366 days)"
+    ),
+    "priority": f"give a whole number from -{MAX_PRIORITY} to {MAX_PRIORITY}; higher runs first",
+    "name": f"give a label of 1 to {MAX_NAME_LENGTH} printable characters, or leave it out",
+    "gpu_models": (
+        f'list 1 to {MAX_GPU_MODELS} accepted GPU model names (e.g. ["H100", "H200"]), or leave it out '
+        "to accept any model"
+    ),
+    "share_gpu": "give true to let the job share a GPU with others, or false",
+}
+
+
+def _fields_of(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
+def _printable(value: str, what: str) -> str:
+    if any(unicodedata.category(ch).startswith("C") for ch in value):
+        raise ValueError(f"{what} must not contain control characters")
+    if not value.strip():
+        raise ValueError(f"{what} must not be blank")
+    return value.strip()
+
+
+TierName = Annotated[Literal["FAST", "FLEX"], BeforeValidator(_upper)]
+
+
+# ------------------------------------------------------------------------------------------------ input
+
+
+class JobSubmission(BaseModel):
+    """A job to run: ``POST /jobs``. For a gang (more GPUs than a node has), CPU and RAM are per node."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "tier": "FAST",
+                    "gpu_count": 4,
+                    "vram_per_gpu_gb": 40,
+                    "cpu_cores": 16,
+                    "ram_gb": 128,
+                    "expected_duration_sec": 1800,
+                    "priority": 5,
+                    "name": "finetune-llama",
+                }
+            ]
+        },
+    )
+
+    tier: TierName = Field(description="FAST buys capacity now; FLEX waits for capacity under its price cap")
+    gpu_count: StrictInt = Field(ge=0, le=MAX_GPUS, description="GPUs the job needs (0: CPU only)")
+    vram_per_gpu_gb: float = Field(
+        default=0.0, ge=0, le=MAX_VRAM_PER_GPU_GB, strict=True, allow_inf_nan=False, description="GB per GPU"
+    )
+    cpu_cores: float = Field(
+        default=0.0, ge=0, le=MAX_CPU_CORES, strict=True, allow_inf_nan=False, description="cores (per node)"
+    )
+    ram_gb: float = Field(
+        default=0.0, ge=0, le=MAX_RAM_GB, strict=True, allow_inf_nan=False, description="GB (per node)"
+    )
+    expected_duration_sec: float = Field(
+        default=DEFAULT_DURATION_SEC,
+        gt=0,
+        le=MAX_DURATION_SEC,
+        strict=True,
+        allow_inf_nan=False,
+        description="expected run time in seconds",
+    )
+    priority: StrictInt = Field(
+        default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY, description="higher runs first (seed 001)"
+    )
+    name: str | None = Field(
+        default=None, min_length=1, max_length=MAX_NAME_LENGTH, strict=True, description="a label"
+    )
+    gpu_models: (
+        list[Annotated[str, Field(min_length=1, max_length=MAX_GPU_MODEL_LENGTH, strict=True)]] | None
+    ) = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_GPU_MODELS,
+        description='accepted GPU models, e.g. ["H100", "H200"]; leave out to accept any',
+    )
+    share_gpu: StrictBool = Field(default=False, description="may share a GPU with other jobs")
+
+    @field_validator("name")
+    @classmethod
+    def _name_printable(cls, value: str | None) -> str | None:
+        return None if value is None else _printable(value, "name")
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _models_printable(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        return [_printable(v, "each GPU model name") for v in value]
+
+    def to_fields(self) -> dict[str, Any]:
+        """The plain dict ``ControlPlane.submit_job`` takes (optional fields left out when unset)."""
+        out = self.model_dump()
+        for key in ("name", "gpu_models"):
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+# ----------------------------------------------------------------------------------------------- output
+
+
+class PlacementOut(BaseModel):
+    node_id: str
+    gpu_indices: list[int] = Field(default_factory=list)
+
+
+class JobOut(BaseModel):
+    """A job as the API returns it; ``reason`` is one line saying why it is in its state."""
+
+    id: str
+    name: str | None = None
+    state: str = Field(description="one of " + ", ".join(JOB_STATES))
+    reason: str | None = Field(default=None, description="why the job is in this state, in one line")
+    reason_code: str | None = Field(default=None, description="the reason as a stable code")
+    tier: str
+    gpu_count: int
+    vram_per_gpu_gb: float = 0.0
+    cpu_cores: float = 0.0
+    ram_gb: float = 0.0
+    expected_duration_sec: float = DEFAULT_DURATION_SEC
+    priority: int = 0
+    gpu_models: list[str] | None = None
+    share_gpu: bool = False
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    placements: list[PlacementOut] = Field(default_factory=list)
+    preemptions: int = Field(default=0, description="how often the job lost its node and was queued again")
+    cancel_requested: bool = Field(
+        default=False, description="a cancellation is on its way to the controller"
+    )
+
+
+class JobListOut(BaseModel):
+    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``), filtered by ``state``."""
+
+    jobs: list[JobOut]
+    count: int
+    limit: int
+    offset: int
+    state: str | None = None
+
+
+class HealthOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    role: str | None = None
+    database: str | None = None
+    last_step_at: datetime | None = None
+
+
+# -------------------------------------------------------------------------------------- problem details
+
+
+class FieldProblem(BaseModel):
+    """One thing to fix: which ``field``, what the ``problem`` is, and the ``fix``.
+
+    Refusals by the control plane also carry the reason's ``code`` and its numbers (``need``, ``have``,
+    ``limit``): ``{"field": "gpu_count", "code": "too_large", "need": 4096, "have": 32, ...}``.
+    """
+
+    field: str
+    problem: str
+    fix: str
+    code: str | None = None
+    need: float | int | str | None = None
+    have: float | int | str | None = None
+    limit: float | int | str | None = None
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``), with ``errors`` naming each field."""
+
+    type: str = Field(description="a URI naming the kind of problem, e.g. urn:scalar:problem:invalid-request")
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldProblem] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The problem as a person reads it: ``error: <detail>`` then one line per field."""
+        out = [f"error: {self.detail}"]
+        for err in self.errors:
+            out.append(f"  {err.field}: {err.problem}")
+            if err.fix:
+                out.append(f"    fix: {err.fix}")
+        return out
+
+
+def _shown(value: Any) -> str | None:
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):  # pragma: no cover - default=str handles everything
+        return None
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _field_name(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += part if not out else f".{part}"
+    return out or "(body)"
+
+
+def _problem_text(error: Any) -> str:
+    kind = str(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    got = _shown(error.get("input")) if "input" in error else None
+    suffix = f", got {got}" if got is not None else ""
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field"
+    if kind in {"greater_than_equal", "greater_than", "less_than_equal", "less_than"}:
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[
+            kind
+        ]
+        bound = next(iter(ctx.values()), "?")
+        return f"must be {op} {bound}{suffix}"
+    if kind in {"int_type", "int_from_float", "int_parsing"}:
+        return f"must be a whole number{suffix}"
+    if kind in {"float_type", "float_parsing"}:
+        return f"must be a number{suffix}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind in {"bool_type", "bool_parsing"}:
+        return f"must be true or false{suffix}"
+    if kind == "string_type":
+        return f"must be a string{suffix}"
+    if kind == "list_type":
+        return f"must be a list{suffix}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '?')}{suffix}"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length', '?')} item(s)"
+    if kind == "too_long":
+        return f"must have at most {ctx.get('max_length', '?')} items"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length', '?')} characters"
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"must be a JSON object{suffix}"
+    if kind == "json_invalid":
+        return f"is not valid JSON ({ctx.get('error', 'parse error')})"
+    message = str(error.get("msg", "is invalid"))
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return message + suffix
+
+
+# Names people often use for a field, and the field they mean.
+FIELD_ALIASES: dict[str, str] = {
+    "gpus": "gpu_count",
+    "num_gpus": "gpu_count",
+    "vram_gb": "vram_per_gpu_gb",
+    "vram": "vram_per_gpu_gb",
+    "cpu": "cpu_cores",
+    "cpus": "cpu_cores",
+    "ram": "ram_gb",
+    "memory_gb": "ram_gb",
+    "duration": "expected_duration_sec",
+    "duration_sec": "expected_duration_sec",
+    "duration_s": "expected_duration_sec",
+}
+
+
+def _fix_for(field: str, kind: str, known: Sequence[str]) -> str:
+    base = field.split(".", 1)[0].split("[", 1)[0]
+    if kind == "extra_forbidden":
+        if base == "id" and "name" in known:
+            return "remove it: the server chooses job ids; put your own label in 'name'"
+        alias = FIELD_ALIASES.get(base.lower())
+        close = [alias] if alias in known else difflib.get_close_matches(base, known, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"{hint}remove it; the known fields are {', '.join(known)}"
+    if field == "(body)":
+        return 'send a JSON object with the job\'s fields, e.g. {"tier": "FAST", "gpu_count": 1}'
+    if base in FIELD_FIXES:
+        return FIELD_FIXES[base]
+    return f"correct {field} and try again"
+
+
+def field_problems(
+    errors: Iterable[Any], *, known_fields: Sequence[str] | None = None, strip: int = 0
+) -> list[FieldProblem]:
+    """Turn pydantic error dicts into ``FieldProblem`` entries; ``strip`` drops leading ``loc`` parts
+    (FastAPI prefixes ``body``/``query``/``path``)."""
+    known = list(known_fields if known_fields is not None else _fields_of(JobSubmission))
+    out: list[FieldProblem] = []
+    for error in errors:
+        loc = tuple(error.get("loc", ()))[strip:]
+        field = _field_name(loc)
+        kind = str(error.get("type", ""))
+        out.append(FieldProblem(field=field, problem=_problem_text(error), fix=_fix_for(field, kind, known)))
+    return out
+
+
+def submission_problems(exc: ValidationError) -> list[FieldProblem]:
+    """The problems of a ``JobSubmission`` that failed to validate."""
+    return field_problems(exc.errors(include_url=False))

@@ -1,0 +1,259 @@
+"""POST/GET/DELETE /jobs over real HTTP, served over the in-memory fake control plane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from scalar.engine.lifecycle import JobState
+from scalar.wire.jobs import JOB_STATES
+from tests.api.fake_control_plane import FakeControlPlane
+
+PROBLEM = "application/problem+json"
+
+JOB = {
+    "tier": "FAST",
+    "gpu_count": 4,
+    "vram_per_gpu_gb": 40,
+    "cpu_cores": 16,
+    "ram_gb": 128,
+    "expected_duration_sec": 1800,
+    "priority": 5,
+}
+
+
+def problem_of(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["type"].startswith("urn:scalar:problem:")
+    assert body["title"] and body["detail"]
+    assert "Traceback" not in response.text
+    return body
+
+
+def fields_of(body: dict[str, Any]) -> list[str]:
+    return [e["field"] for e in body["errors"]]
+
+
+def test_a_submitted_job_comes_back_201_pending_with_its_id_and_can_be_read(
+    client: httpx.Client, fake_cp: FakeControlPlane
+) -> None:
+    response = client.post("/jobs", json={**JOB, "name": "finetune", "gpu_models": ["H100"]})
+
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["state"] == "PENDING"
+    assert job["id"]
+    assert response.headers["location"] == f"/jobs/{job['id']}"
+    assert (job["gpu_count"], job["name"], job["gpu_models"], job["priority"]) == (4, "finetune", ["H100"], 5)
+    assert fake_cp.submitted == [
+        {**JOB, "name": "finetune", "gpu_models": ["H100"], "share_gpu": False, "tier": "FAST"}
+    ]
+
+    read = client.get(f"/jobs/{job['id']}")
+    assert read.status_code == 200
+    assert read.json()["state"] == "PENDING"
+    assert read.json()["reason"] == "waiting to be scheduled"
+
+
+def test_defaults_fill_the_optional_fields_and_tier_is_case_insensitive(
+    client: httpx.Client, fake_cp: FakeControlPlane
+) -> None:
+    response = client.post("/jobs", json={"tier": "flex", "gpu_count": 1})
+
+    assert response.status_code == 201, response.text
+    assert fake_cp.submitted == [
+        {
+            "tier": "FLEX",
+            "gpu_count": 1,
+            "vram_per_gpu_gb": 0.0,
+            "cpu_cores": 0.0,
+            "ram_gb": 0.0,
+            "expected_duration_sec": 3600.0,
+            "priority": 0,
+            "share_gpu": False,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"gpu_count": -2}, "gpu_count", "must be >= 0, got -2"),
+        ({"tier": "SLOW"}, "tier", "must be one of 'FAST' or 'FLEX'"),
+        ({"gpu_count": 1.5}, "gpu_count", "whole number"),
+        ({"gpu_count": True}, "gpu_count", "whole number"),
+        ({"gpu_count": "4"}, "gpu_count", "whole number"),
+        ({"expected_duration_sec": 0}, "expected_duration_sec", "must be > 0"),
+        ({"vram_per_gpu_gb": -1}, "vram_per_gpu_gb", "must be >= 0"),
+        ({"priority": 10**12}, "priority", "must be <= 1000000000"),
+        ({"name": ""}, "name", "must not be empty"),
+        ({"name": "a\x00b"}, "name", "control characters"),
+        ({"gpu_models": []}, "gpu_models", "at least 1"),
+        ({"gpu_models": [""]}, "gpu_models[0]", "must not be empty"),
+        ({"share_gpu": "yes"}, "share_gpu", "true or false"),
+    ],
+)
+def test_bad_fields_are_422_problems_naming_the_field_and_nothing_is_stored(
+    client: httpx.Client, fake_cp: FakeControlPlane, change: dict[str, Any], field: str, words: str
+) -> None:
+    body = problem_of(client.post("/jobs", json={**JOB, **change}), 422)
+
+    assert body["type"] == "urn:scalar:problem:invalid-request"
+    assert fields_of(body) == [field]
+    assert words in body["errors"][0]["problem"]
+    assert body["errors"][0]["fix"]
+    assert body["detail"].startswith(f"{field}: ")
+    assert fake_cp.submitted == []
+    assert client.get("/jobs").json()["jobs"] == []
+
+
+def test_a_missing_field_is_named_with_how_to_give_it(client: httpx.Client) -> None:
+    body = problem_of(client.post("/jobs", json={"gpu_count": 2}), 422)
+
+    assert body["errors"] == [
+        {
+            "field": "tier",
+            "problem": "is required",
+            "fix": "use FAST (capacity is bought now) or FLEX (waits for capacity under the FLEX price cap)",
+        }
+    ]
+
+
+def test_unknown_fields_are_refused_with_the_field_they_probably_meant(client: httpx.Client) -> None:
+    body = problem_of(client.post("/jobs", json={"tier": "FAST", "gpus": 2, "id": "mine"}), 422)
+
+    by_field = {e["field"]: e for e in body["errors"]}
+    assert set(by_field) == {"gpu_count", "gpus", "id"}
+    assert by_field["gpus"]["problem"] == "is not a known field"
+    assert "did you mean 'gpu_count'?" in by_field["gpus"]["fix"]
+    assert "the server chooses job ids" in by_field["id"]["fix"]
+    assert body["detail"] == "gpu_count: is required (and 2 more problems)"
+
+
+@pytest.mark.parametrize(
+    "raw", [b"{not json", b"[1, 2]", b'"a job"', b"", b'{"tier": "FAST", "gpu_count": NaN}']
+)
+def test_a_body_that_is_not_a_job_object_is_a_422_problem(client: httpx.Client, raw: bytes) -> None:
+    response = client.post("/jobs", content=raw, headers={"content-type": "application/json"})
+
+    body = problem_of(response, 422)
+    assert body["errors"], body
+
+
+def test_a_job_larger_than_any_offer_is_refused_with_the_reason_and_its_numbers(
+    client: httpx.Client, fake_cp: FakeControlPlane
+) -> None:
+    body = problem_of(client.post("/jobs", json={**JOB, "gpu_count": 4096, "vram_per_gpu_gb": 200}), 422)
+
+    assert body["type"] == "urn:scalar:problem:job-rejected"
+    assert body["title"] == "Job refused"
+    too_large, vram = body["errors"]
+    assert too_large["field"] == "gpu_count"
+    assert (too_large["code"], too_large["need"], too_large["have"]) == ("too_large", 4096, 32)
+    assert too_large["fix"].startswith("ask for at most 32 GPUs")
+    assert vram["field"] == "vram_per_gpu_gb"
+    assert vram["fix"] == "ask for at most 141 GB of VRAM per GPU"
+    assert "4096 GPUs" in body["detail"]
+    assert fake_cp.jobs == {}
+
+
+def test_an_unknown_job_is_a_404_problem_on_read_and_on_cancel(client: httpx.Client) -> None:
+    for response in (client.get("/jobs/job-9999"), client.delete("/jobs/job-9999")):
+        body = problem_of(response, 404)
+        assert body["type"] == "urn:scalar:problem:not-found"
+        assert fields_of(body) == ["job_id"]
+        assert "job-9999" in body["detail"]
+
+
+def test_cancel_answers_202_with_the_job_and_a_finished_job_is_a_409(client: httpx.Client) -> None:
+    job_id = client.post("/jobs", json=JOB).json()["id"]
+
+    cancelled = client.delete(f"/jobs/{job_id}")
+    assert cancelled.status_code == 202
+    assert cancelled.json()["state"] == "CANCELLED"
+
+    body = problem_of(client.delete(f"/jobs/{job_id}"), 409)
+    assert "already CANCELLED" in body["detail"]
+
+
+def test_list_filters_by_state_case_insensitively_and_pages(client: httpx.Client) -> None:
+    ids = [client.post("/jobs", json={**JOB, "name": f"j{i}"}).json()["id"] for i in range(5)]
+    client.delete(f"/jobs/{ids[1]}")
+
+    everything = client.get("/jobs").json()
+    assert [j["id"] for j in everything["jobs"]] == ids
+    assert (everything["count"], everything["limit"], everything["offset"]) == (5, 100, 0)
+
+    pending = client.get("/jobs", params={"state": "pending"}).json()
+    assert pending["state"] == "PENDING"
+    assert [j["id"] for j in pending["jobs"]] == [ids[0], *ids[2:]]
+
+    page = client.get("/jobs", params={"limit": 2, "offset": 1}).json()
+    assert [j["id"] for j in page["jobs"]] == ids[1:3]
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"state": "DONE"}, "state"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 5000}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"limit": "ten"}, "limit"),
+    ],
+)
+def test_bad_list_parameters_are_422_problems_naming_them(
+    client: httpx.Client, params: dict[str, Any], field: str
+) -> None:
+    body = problem_of(client.get("/jobs", params=params), 422)
+    assert fields_of(body) == [field]
+    assert body["errors"][0]["fix"].startswith("give ")
+
+
+def test_an_unexpected_error_is_a_500_problem_without_internals(client: httpx.Client) -> None:
+    response = client.post("/jobs", json={**JOB, "name": "explode"})
+
+    body = problem_of(response, 500)
+    assert body["type"] == "urn:scalar:problem:internal-error"
+    assert "secret" not in response.text
+    assert "RuntimeError" not in response.text
+
+
+def test_unknown_paths_and_methods_are_problems_too(client: httpx.Client) -> None:
+    assert problem_of(client.get("/nothing-here"), 404)["type"] == "urn:scalar:problem:not-found"
+    assert problem_of(client.put("/jobs"), 405)["type"] == "urn:scalar:problem:method-not-allowed"
+
+
+def test_healthz_answers_ok_and_hides_the_database_password(
+    client: httpx.Client, fake_cp: FakeControlPlane
+) -> None:
+    response = client.get("/healthz")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["status"], body["role"]) == ("ok", "leader")
+    assert "hunter2" not in response.text
+    assert body["database"] == "postgresql+psycopg://scalar:***@db.example:5432/scalar"
+
+    fake_cp.status = "degraded"
+    assert client.get("/healthz").status_code == 503
+
+
+def test_openapi_documents_the_endpoints_and_problem_details(client: httpx.Client) -> None:
+    spec = client.get("/openapi.json").json()
+
+    assert {"/healthz", "/orderbook", "/jobs", "/jobs/{job_id}"} <= set(spec["paths"])
+    post = spec["paths"]["/jobs"]["post"]
+    assert "201" in post["responses"]
+    problem_schema = post["responses"]["422"]["content"]["application/problem+json"]["schema"]
+    assert problem_schema["$ref"].endswith("/ProblemDetails")
+    assert client.get("/docs").status_code == 200
+
+
+def test_the_wire_job_states_are_the_engines() -> None:
+    assert set(JOB_STATES) == {s.value for s in JobState}

@@ -1,0 +1,196 @@
+"""``scalar submit`` against a live API server (the fake control plane behind real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from scalar.api.app import create_app
+from tests.api.fake_control_plane import FakeControlPlane
+from tests.api.live_server import serve
+from tests.conftest import CliResult
+
+Run = Callable[..., CliResult]
+
+
+@pytest.fixture
+def fake_cp() -> FakeControlPlane:
+    return FakeControlPlane()
+
+
+@pytest.fixture
+def server(fake_cp: FakeControlPlane) -> Iterator[str]:
+    with serve(create_app(fake_cp)) as url:
+        yield url
+
+
+def dead_server() -> str:
+    """A loopback URL where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def assert_usage_error(result: CliResult) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+
+
+def test_flags_submit_the_job_and_print_its_id_and_state(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane
+) -> None:
+    result = run_cli(
+        "submit", "--server", server, "--gpus", "4", "--vram-gb", "40", "--cpu", "16", "--ram-gb", "128",
+        "--duration", "2m", "--tier", "flex", "--priority", "3", "--name", "sweep",
+        "--gpu-model", "H100", "--gpu-model", "H200",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert "submitted job job-0001 (sweep), PENDING: waiting to be scheduled" in result.stdout
+    assert "scalar jobs job-0001" in result.stdout
+    assert fake_cp.submitted == [
+        {
+            "tier": "FLEX",
+            "gpu_count": 4,
+            "vram_per_gpu_gb": 40.0,
+            "cpu_cores": 16.0,
+            "ram_gb": 128.0,
+            "expected_duration_sec": 120.0,
+            "priority": 3,
+            "name": "sweep",
+            "gpu_models": ["H100", "H200"],
+            "share_gpu": False,
+        }
+    ]
+
+
+def test_defaults_are_a_fast_job_of_one_hour_and_json_prints_the_job(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane
+) -> None:
+    result = run_cli("submit", "--server", server, "--gpus", "1", "--json")
+
+    assert result.returncode == 0, result.stderr
+    job = json.loads(result.stdout)
+    assert (job["id"], job["state"], job["tier"]) == ("job-0001", "PENDING", "FAST")
+    assert fake_cp.submitted[0]["expected_duration_sec"] == 3600.0
+
+
+def test_a_file_is_the_post_body_and_flags_override_its_fields(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane, tmp_path: Path
+) -> None:
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"tier": "FAST", "gpu_count": 2, "vram_per_gpu_gb": 24, "name": "from-file"}))
+
+    result = run_cli("submit", "--server", server, "--file", job, "--name", "renamed")
+
+    assert result.returncode == 0, result.stderr
+    assert fake_cp.submitted[0]["gpu_count"] == 2
+    assert fake_cp.submitted[0]["vram_per_gpu_gb"] == 24.0
+    assert fake_cp.submitted[0]["name"] == "renamed"
+
+
+def test_a_bad_flag_is_named_with_its_fix_and_nothing_is_sent(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane
+) -> None:
+    result = run_cli("submit", "--server", server, "--gpus", "-3", "--tier", "SLOW")
+
+    assert_usage_error(result)
+    assert "error: the job is invalid (2 problems)" in result.stderr
+    assert "  --tier (tier): must be one of 'FAST' or 'FLEX'" in result.stderr
+    assert "  --gpus (gpu_count): must be >= 0, got -3" in result.stderr
+    assert "fix: give a whole number of GPUs" in result.stderr
+    assert fake_cp.submitted == []
+
+
+def test_a_bad_file_field_names_the_file_and_the_field(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane, tmp_path: Path
+) -> None:
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"tier": "FAST", "gpus": 2}))
+
+    result = run_cli("submit", "--server", server, "--file", job)
+
+    assert_usage_error(result)
+    assert f"{job}: field 'gpus': is not a known field" in result.stderr
+    assert "did you mean 'gpu_count'?" in result.stderr
+    assert f"{job}: field 'gpu_count': is required" in result.stderr
+    assert fake_cp.submitted == []
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [(None, "file not found"), ("{oops", "is not valid JSON"), ("[1]", "must hold a JSON object")],
+)
+def test_an_unreadable_file_is_a_usage_error(
+    run_cli: Run, server: str, tmp_path: Path, content: str | None, words: str
+) -> None:
+    job = tmp_path / "job.json"
+    if content is not None:
+        job.write_text(content)
+
+    result = run_cli("submit", "--server", server, "--file", job)
+
+    assert_usage_error(result)
+    assert str(job) in result.stderr and words in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((), "give the job's GPUs with --gpus N"),
+        (("--gpus", "1", "--duration", "soon"), "--duration: must be seconds or a number with a unit"),
+    ],
+)
+def test_missing_or_unreadable_flags_are_usage_errors(
+    run_cli: Run, server: str, args: tuple[str, ...], words: str
+) -> None:
+    result = run_cli("submit", "--server", server, *args)
+
+    assert_usage_error(result)
+    assert words in result.stderr
+
+
+def test_a_job_the_server_refuses_prints_its_reasons_and_exits_2(run_cli: Run, server: str) -> None:
+    result = run_cli("submit", "--server", server, "--gpus", "4096", "--vram-gb", "80")
+
+    assert_usage_error(result)
+    lines = result.stderr.splitlines()
+    assert lines[0] == ("error: job refused: needs 4096 GPUs; the most any offer or gang can hold is 32")
+    assert lines[1] == "  gpu_count: needs 4096 GPUs; the most any offer or gang can hold is 32"
+    assert lines[2].startswith("    fix: ask for at most 32 GPUs")
+
+
+def test_an_unexpected_server_error_exits_1_without_internals(run_cli: Run, server: str) -> None:
+    result = run_cli("submit", "--server", server, "--gpus", "1", "--name", "explode")
+
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the server failed while answering")
+    assert "secret" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_server_down_exits_1_and_says_how_to_start_it(run_cli: Run) -> None:
+    url = dead_server()
+
+    result = run_cli("submit", "--server", url, "--gpus", "1")
+
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: cannot reach the Scalar server at {url}")
+    assert "`make run` or `scalar up`" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_server_comes_from_scalar_server_when_no_flag_is_given(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALAR_SERVER", server)
+
+    result = run_cli("submit", "--gpus", "2")
+
+    assert result.returncode == 0, result.stderr
+    assert len(fake_cp.submitted) == 1

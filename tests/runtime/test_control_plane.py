@@ -1,0 +1,143 @@
+"""The control plane in one process with injected time: jobs in, capacity bought, jobs placed and done.
+
+Each test drives ``run_once`` (the leader iteration) and ``run_executor_once`` (the action executor) itself,
+on SQLite and on PostgreSQL, against the built-in market in the same database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scalar.engine import JobState
+from scalar.runtime import ControlPlane, JobRejectedError
+from tests.runtime.helpers import TERMINAL, Clock, audit, drive, job, settings_for
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def plane(db_url: str, tmp_path: Path, clock: Clock):  # type: ignore[no-untyped-def]
+    cp = ControlPlane(settings_for(db_url, tmp_path), clock=clock)
+    yield cp
+    cp.stop()
+
+
+def test_jobs_are_placed_on_bought_capacity_and_finish(
+    plane: ControlPlane, clock: Clock, db_url: str
+) -> None:
+    plane.run_once()
+    assert plane.is_leader and plane.health()["role"] == "leader"
+    small = plane.submit_job(job(1, 40, name="one-gpu"))
+    gang = plane.submit_job(job(16, 60))
+    flex = plane.submit_job(job(8, 40, tier="FLEX"))
+    assert small["state"] == "PENDING" and small["name"] == "one-gpu"
+    assert plane.get_job(small["id"])["state"] == "PENDING"  # type: ignore[index]
+
+    drive([plane], clock, 30)
+    running = {j["id"]: j for j in plane.list_jobs()}
+    assert running[gang["id"]]["state"] in ("SCHEDULED", "RUNNING")
+    assert len(running[gang["id"]]["placements"]) == 2  # 16 GPUs as a gang of two 8-GPU nodes
+
+    drive([plane], clock, 120)
+    done = {j["id"]: j for j in plane.list_jobs()}
+    assert {j["state"] for j in done.values()} == {"SUCCEEDED"}, done
+    assert done[small["id"]]["finished_at"] is not None and done[small["id"]]["reason"]
+    assert [j["id"] for j in plane.list_jobs()] == sorted(done)  # listed in submission order
+    assert plane.list_jobs(state="succeeded", limit=1, offset=1) == [done[sorted(done)[1]]]
+
+    result = audit(db_url, plane.settings.controller)
+    assert result.states() == {"SUCCEEDED": 3}
+    assert result.market_orders and set(result.buy_actions.values()) == {"done"}
+    assert {key for _, key in result.market_orders} == set(result.buy_actions)
+    with plane.store.read() as tx:  # type: ignore[union-attr]
+        assert tx.count_projection("nodes") >= 3 and tx.count_projection("orders") == len(result.buy_actions)
+        assert tx.story(small["id"])[-1].code == "succeeded"
+        assert tx.count_unconsumed_inbox() == 0
+    assert plane.story(flex["id"])[0]["code"] == "submitted"
+
+
+def test_a_cancelled_job_ends_cancelled_and_unknown_ids_are_refused(
+    plane: ControlPlane, clock: Clock
+) -> None:
+    plane.run_once()
+    long = plane.submit_job(job(1, 500))  # a scaled contract lasts 7 days / 600 = 1008 s
+    drive([plane], clock, 20)
+    assert plane.get_job(long["id"])["state"] == "RUNNING"  # type: ignore[index]
+    assert plane.cancel_job(long["id"])["cancel_requested"] is True
+    drive([plane], clock, 3)
+    cancelled = plane.get_job(long["id"])
+    assert cancelled is not None and cancelled["state"] == "CANCELLED" and cancelled["placements"] == []
+    with plane.store.read() as tx:  # type: ignore[union-attr]
+        stops = [a for a in tx.list_actions() if a.kind == "StopWork"]
+    assert [a.status for a in stops] == ["done"]
+    with pytest.raises(KeyError):
+        plane.cancel_job("job-nope")
+    assert plane.get_job("job-nope") is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "codes"),
+    [
+        (job(-2), {"negative_gpus"}),
+        (job(1, tier="TURBO"), {"unknown_tier"}),
+        (job(1000), {"too_large"}),
+        (job(1, vram_per_gpu_gb=500), {"vram_too_large"}),
+        ({"gpu_count": 1, "colour": "red"}, {"unknown_field", "missing_field"}),
+    ],
+)
+def test_bad_input_is_refused_at_submission_with_reasons_and_nothing_is_written(
+    plane: ControlPlane, fields: dict[str, object], codes: set[str]
+) -> None:
+    plane.run_once()
+    with plane.store.read() as tx:  # type: ignore[union-attr]
+        before = (tx.count_projection("jobs"), tx.count_unconsumed_inbox(), tx.last_seq())
+    with pytest.raises(JobRejectedError) as err:
+        plane.submit_job(fields)
+    assert {r.code for r in err.value.reasons} == codes
+    assert all(r.message for r in err.value.reasons)
+    with plane.store.read() as tx:  # type: ignore[union-attr]
+        assert (tx.count_projection("jobs"), tx.count_unconsumed_inbox(), tx.last_seq()) == before
+
+
+def test_too_large_names_the_limit_and_how_to_raise_it(plane: ControlPlane) -> None:
+    with pytest.raises(JobRejectedError) as err:  # before any leader step: the offers come from the market
+        plane.submit_job(job(64))
+    (reason,) = err.value.reasons
+    assert reason.code == "too_large" and reason.need == 64 and reason.have == 40  # 4 x a 10-GPU pod
+    assert "max_slices 4" in reason.message
+
+
+def test_a_restarted_plane_resumes_the_same_state(db_url: str, tmp_path: Path, clock: Clock) -> None:
+    first = ControlPlane(settings_for(db_url, tmp_path), clock=clock)
+    first.run_once()
+    ids = [first.submit_job(job(2, 30))["id"] for _ in range(3)]
+    drive([first], clock, 15)
+    seen = {i: first.get_job(i)["state"] for i in ids}  # type: ignore[index]
+    first.stop()  # clean stop gives the lease up
+    second = ControlPlane(settings_for(db_url, tmp_path), clock=clock)
+    try:
+        second.run_once()
+        assert second.is_leader
+        assert {i: second.get_job(i)["state"] for i in ids} == seen  # type: ignore[index]
+        drive([second], clock, 60)
+        assert {second.get_job(i)["state"] for i in ids} == {"SUCCEEDED"}  # type: ignore[index]
+    finally:
+        second.stop()
+    result = audit(db_url, second.settings.controller)
+    assert all(r.state in TERMINAL for r in result.controller.state.jobs.values())
+    assert result.states() == {JobState.SUCCEEDED.value: 3}
+
+
+def test_orderbook_and_health(plane: ControlPlane) -> None:
+    book = plane.orderbook("8xH100", 2)
+    assert book["instance_type"] == "8xH100" and book["fill"]["required_gpus"] == 16
+    assert book["optimal_price"] > 0
+    with pytest.raises(KeyError):
+        plane.orderbook("9xNOPE", 1)
+    health = plane.health()
+    assert health["status"] == "ok" and health["role"] == "follower" and health["last_step_at"] is None
