@@ -10,6 +10,7 @@ from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
 from scalar.api.routes_jobs import jobs_router
 from scalar.api.routes_market import market_router
+from scalar.api.routes_prices import PricesPort, prices_router
 
 DESCRIPTION = """\
 Scalar buys GPU capacity where it is cheapest, packs jobs onto it and explains every decision.
@@ -34,6 +35,10 @@ def create_app(control_plane: ControlPlanePort) -> FastAPI:
     install_problem_handlers(app)
     app.include_router(market_router(control_plane))
     app.include_router(jobs_router(control_plane))
+    endpoints = ["/healthz", "/orderbook", "/jobs", "/jobs/{id}"]
+    if isinstance(control_plane, PricesPort):
+        app.include_router(prices_router(control_plane))
+        endpoints += ["/prices", "/providers", "/quote", "/market"]
 
     @app.get("/", include_in_schema=False)
     def index() -> dict[str, Any]:
@@ -41,7 +46,7 @@ def create_app(control_plane: ControlPlanePort) -> FastAPI:
             "name": "scalar",
             "docs": "/docs",
             "openapi": "/openapi.json",
-            "endpoints": ["/healthz", "/orderbook", "/jobs", "/jobs/{id}"],
+            "endpoints": endpoints,
         }
 
     app.state.control_plane = control_plane

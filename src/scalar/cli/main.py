@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "orderbook",
     "place",
     "quote",
+    "prices",
+    "providers",
     "route",
     "endpoint",
     "simulate",

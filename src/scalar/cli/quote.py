@@ -1,17 +1,26 @@
-"""``scalar quote``: which spot offer should this workload take? (seed 002's arbitrage, offline)."""
+"""``scalar quote``: which spot offer should this workload take? (seed 002's arbitrage).
+
+With ``--prices FILE`` it decides offline over the file; without, it asks the running server's ``POST /quote``,
+which decides over the built-in market's offers and the real providers' collected (live) ones.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.measure import Measurement
 
+from scalar.api.client import ServerProblem, ServerUnreachable
 from scalar.cli.errors import user_errors
 from scalar.cli.inputs import parse_json_file
+from scalar.cli.jobs import print_problem_and_exit, server_option
 from scalar.cli.output import console, make_table, print_json
+from scalar.cli.prices import PricesClient, age_text, usd
 from scalar.domain.arbitrage import (
     NoSuitableInstanceError,
     Placement,
@@ -73,12 +82,76 @@ def _print_table(decision: PlacementDecision) -> None:
         out.print(f"- {reason.message}", highlight=False, markup=False)
 
 
+LIVE_HEADERS = [
+    "rank",
+    "provider",
+    "source",
+    "region",
+    "availability_zone",
+    "instance_type",
+    "price_per_hour",
+    "price_per_gpu_hour",
+    "score",
+    "age",
+]
+NO_MATCH_TYPE = "urn:scalar:problem:no-suitable-offer"
+
+
+def _live_row(label: str, p: Mapping[str, Any]) -> list[object]:
+    age = age_text(p.get("ageSeconds")) if p.get("source") == "live" else "now"
+    return [
+        label,
+        p.get("provider"),
+        p.get("source"),
+        p.get("region"),
+        p.get("availabilityZone"),
+        p.get("instanceType"),
+        usd(p.get("pricePerHour")),
+        usd(p.get("pricePerGpuHour")),
+        f"{p.get('score', 0):.2f}",
+        f"{age} (STALE)" if p.get("stale") else age,
+    ]
+
+
+def _print_live_table(decision: Mapping[str, Any]) -> None:
+    rows = [_live_row("1 (chosen)", decision)]
+    rows += [_live_row(str(i), a) for i, a in enumerate(decision.get("alternatives", []), start=2)]
+    out = console()
+    table = make_table(
+        LIVE_HEADERS, rows, title=f"Placement over live offers ({decision.get('scorer')} scorer)"
+    )
+    if not out.is_terminal:
+        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
+    out.print(table)
+    for reason in decision.get("reasons", []):
+        out.print(f"- {reason.get('message')}", highlight=False, markup=False)
+
+
+def _ask_server(server: str, body: Mapping[str, Any], scorer: str) -> dict[str, Any]:
+    client = PricesClient(server)
+    try:
+        return client.quote(body, scorer)
+    except ServerProblem as exc:
+        if exc.problem.type == NO_MATCH_TYPE:
+            for line in exc.problem.lines():
+                sys.stderr.write(line + "\n")
+            raise typer.Exit(NO_SUITABLE_INSTANCE) from None
+        print_problem_and_exit(exc)
+    except ServerUnreachable as exc:
+        print_problem_and_exit(exc)
+    finally:
+        client.close()
+
+
 def register(app: typer.Typer) -> None:
     @app.command("quote")
     @user_errors
     def quote(
-        prices: Path = typer.Option(
-            ..., "--prices", help="PRICES.json: a list of seed 002 SpotPrice records."
+        prices: Path | None = typer.Option(
+            None,
+            "--prices",
+            help="PRICES.json: a list of seed 002 SpotPrice records. Omit it to quote live offers from "
+            "the server (--server).",
         ),
         requirements: Path = typer.Option(
             ..., "--requirements", help="REQ.json: seed 002's WorkloadRequirements (camelCase)."
@@ -89,12 +162,22 @@ def register(app: typer.Typer) -> None:
             help="default: $/GPU-hour on a fixed scale; seed: the seed's formula ($10/h price ceiling).",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
+        server: str = server_option(),
     ) -> None:
-        """Pick the best offer for a workload from a price list, with the top 3 alternatives.
+        """Pick the best offer for a workload from a price list (or, without --prices, from the server's
+        built-in and live offers), with the top 3 alternatives.
 
         Exits 1 when no offer fits (the message says which filter removed how many and what to relax),
         2 on unreadable or invalid input.
         """
+        if prices is None:
+            parsed = parse_json_file(requirements, RequirementsFile)
+            answer = _ask_server(server, parsed.model_dump(exclude_unset=True), scorer.value)
+            if as_json:
+                print_json(answer)
+            else:
+                _print_live_table(answer)
+            return
         offers = parse_json_file(prices, PricesFile).to_offers()
         req = parse_json_file(requirements, RequirementsFile).to_requirements()
         try:

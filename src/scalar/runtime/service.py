@@ -20,13 +20,15 @@ INTERFACE CHANGES (for the API/CLI helper; the rest is as in /tmp/controlplane-i
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from scalar.domain.arbitrage import WorkloadRequirements, find_optimal_placement
 from scalar.domain.offers import Offer
 from scalar.domain.orderbook import analyze_orderbook
 from scalar.domain.reasons import Reason
@@ -38,6 +40,16 @@ from scalar.providers.sim import BuiltinMarket
 from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
 from scalar.runtime.leader import Leader
+from scalar.runtime.market_view import (
+    SourcedOffer,
+    aggregate_market,
+    offer_row,
+    quote_json,
+    select_offers,
+    sort_offers,
+    sourced,
+)
+from scalar.runtime.prices import LivePrices, RealProvider, real_providers
 from scalar.runtime.settings import Settings
 from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
 from scalar.wire.orderbook import build_orderbook_response
@@ -66,7 +78,11 @@ class ControlPlane:
         *,
         clock: Callable[[], datetime] = utc_now,
         providers: Mapping[str, Provider] | None = None,
+        live_env: Mapping[str, str] | None = None,
+        live_providers: Sequence[RealProvider] | None = None,
     ) -> None:
+        """``live_env`` (default ``os.environ``) configures the real providers whose prices are collected;
+        ``live_providers`` gives them directly (tests)."""
         self.settings = settings
         self.clock = clock
         self._given_providers = providers
@@ -78,6 +94,9 @@ class ControlPlane:
         self._stop = threading.Event()
         self._open_lock = threading.Lock()
         self._offers_cache: tuple[float, tuple[Offer, ...]] | None = None
+        self._live_env = live_env
+        self._live_providers = live_providers
+        self.live: LivePrices | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -104,6 +123,10 @@ class ControlPlane:
                 raise
             self._leader = Leader(store, s, self.providers, sources, self.clock)
             self.store = store
+            specs = self._live_providers
+            if specs is None:
+                specs = real_providers(os.environ if self._live_env is None else self._live_env)
+            self.live = LivePrices(specs, clock=self.clock, record=self._record_prices)
 
     def start(self) -> None:
         """Open the store (migrating it), the market, and start the leader and executor threads."""
@@ -117,6 +140,8 @@ class ControlPlane:
         ]
         for thread in self._threads:
             thread.start()
+        if self.live is not None and self.live.enabled:
+            self.live.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the threads, give the lease up (a standby takes over at once), close. Safe to call twice."""
@@ -127,6 +152,9 @@ class ControlPlane:
         for thread in self._threads:
             thread.join(timeout_s)
         self._threads = []
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
         if leader is not None and self.store is not None:
             with leader.lock:
                 if leader.fence is not None:
@@ -338,3 +366,57 @@ class ControlPlane:
             )
             return response.model_dump(mode="json")
         raise KeyError(instance_type)
+
+    # ---- live prices and one view of the market (runtime/prices.py, runtime/market_view.py) ----------
+
+    def _record_prices(self, offers: Sequence[Offer], at: datetime) -> None:
+        store = self.store
+        if store is not None and offers:
+            with store.write() as tx:
+                tx.record_prices(offers, observed_at=at)
+
+    def _live_prices(self) -> LivePrices:
+        self._opened()
+        assert self.live is not None
+        return self.live
+
+    def _all_offers(self) -> list[SourcedOffer]:
+        """The built-in market's offers (read now) and the real providers' collected ones."""
+        live = self._live_prices()
+        now = self.clock()
+        builtin: list[Offer] = []
+        for name in sorted(self.providers):
+            try:
+                builtin.extend(self.providers[name].list_offers(now))
+            except ProviderError as err:
+                log.warning("listing %s's offers failed: %s", name, err)
+        return sourced(builtin, live.offers(), now)
+
+    def prices(
+        self,
+        gpu_model: str | None = None,
+        provider: str | None = None,
+        spot: bool | None = None,
+        sort: str = "price_per_gpu_hour",
+        descending: bool = False,
+        source: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every offer (built-in and live), filtered and sorted; ``ValueError`` for an unknown sort key."""
+        kept = select_offers(
+            self._all_offers(), gpu_model=gpu_model, provider=provider, spot=spot, source=source
+        )
+        return [offer_row(i) for i in sort_offers(kept, sort, descending)]
+
+    def provider_status(self) -> list[dict[str, Any]]:
+        """Each real provider: enabled (or why not), state, last successful fetch, offers, last error."""
+        return [s.to_dict() for s in self._live_prices().statuses()]
+
+    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
+        """Seed 002's placement over every offer; ``NoSuitableInstanceError`` (with counts) when none fits."""
+        items = self._all_offers()
+        decision = find_optimal_placement(requirements, [i.offer for i in items], scorer=scorer)
+        return quote_json(decision, items)
+
+    def market_view(self, gpu_model: str | None = None) -> dict[str, Any]:
+        """One ask book per GPU model across providers (built-in and live)."""
+        return aggregate_market(select_offers(self._all_offers(), gpu_model=gpu_model))

@@ -1,0 +1,43 @@
+"""``scalar providers``: each real provider's state as the running server collects its prices."""
+
+from __future__ import annotations
+
+import typer
+
+from scalar.cli.errors import user_errors
+from scalar.cli.jobs import server_option, short_time
+from scalar.cli.output import make_table, print_json
+from scalar.cli.prices import age_text, call_prices, print_wide
+
+COLUMNS = ["provider", "state", "last_success", "age", "offers", "last_error"]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("providers")
+    @user_errors
+    def providers(
+        server: str = server_option(),
+        as_json: bool = typer.Option(False, "--json", help="Print the GET /providers response as JSON."),
+    ) -> None:
+        """Each real provider (SFCompute, Prime Intellect, RunPod, AWS, Azure, GCP): ok, stale (last good
+        prices kept after a failed fetch), error, disabled (and how to enable it) or pending."""
+        body = call_prices(server, lambda client: client.providers())
+        if as_json:
+            print_json(body)
+            return
+        rows = []
+        for p in body["providers"]:
+            error = p.get("last_error")
+            if p["state"] == "disabled":
+                error = p.get("disabled_reason")
+            rows.append(
+                [
+                    p["name"],
+                    p["state"],
+                    short_time(p.get("last_success_at")),
+                    age_text(p.get("age_s")),
+                    p.get("offer_count") if p["enabled"] else None,
+                    error,
+                ]
+            )
+        print_wide(make_table(COLUMNS, rows, title="Real providers (live prices)"))

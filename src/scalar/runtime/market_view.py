@@ -1,0 +1,176 @@
+"""One view of the market: the built-in market's offers and the real providers' collected ones, together.
+
+Every offer row carries its ``source`` (``builtin``: the simulated market the engine buys from; ``live``: a
+real provider's published price, collected by ``scalar.runtime.prices``) and its freshness (``fetched_at``,
+``age_s``, ``stale``). ``aggregate_market`` turns rows into one ask book per GPU model: levels by $/GPU-hour
+with the GPUs offered at that price and the providers offering them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from scalar.domain.arbitrage import Placement, PlacementDecision
+from scalar.domain.money import round_micros, to_json_number
+from scalar.domain.offers import Offer
+from scalar.runtime.prices import LiveOffer
+from scalar.wire.quote import decision_to_json
+
+BUILTIN, LIVE = "builtin", "live"
+SORT_KEYS = ("price_per_gpu_hour", "price_per_hour", "provider", "gpu_model", "age_s")
+
+
+@dataclass(frozen=True)
+class SourcedOffer:
+    offer: Offer
+    source: str
+    fetched_at: datetime
+    age_s: float
+    stale: bool
+
+
+def sourced(builtin: Iterable[Offer], live: Iterable[LiveOffer], now: datetime) -> list[SourcedOffer]:
+    """The built-in offers (fresh: read just now) followed by the live ones."""
+    out = [SourcedOffer(o, BUILTIN, now, 0.0, False) for o in builtin]
+    out += [SourcedOffer(lo.offer, LIVE, lo.fetched_at, lo.age_s, lo.stale) for lo in live]
+    return out
+
+
+def _number(value: Decimal | None) -> float | int | None:
+    return None if value is None else to_json_number(round_micros(value))
+
+
+def offer_row(item: SourcedOffer) -> dict[str, Any]:
+    o = item.offer
+    return {
+        "provider": o.provider,
+        "source": item.source,
+        "region": o.region,
+        "availability_zone": o.availability_zone,
+        "instance_type": o.instance_type,
+        "gpu_model": o.gpu_model,
+        "gpu_count": o.gpu_count,
+        "gpu_memory_gb": o.gpu_memory_gb,
+        "vcpu": o.vcpu,
+        "memory_gb": o.memory_gb,
+        "price_per_hour": _number(o.price_per_hour),
+        "price_per_gpu_hour": _number(o.price_per_gpu_hour),
+        "spot": o.spot,
+        "interruption_rate": o.interruption_rate,
+        "observed_at": None if o.observed_at is None else o.observed_at.isoformat(),
+        "fetched_at": item.fetched_at.isoformat(),
+        "age_s": round(item.age_s, 3),
+        "stale": item.stale,
+    }
+
+
+def select_offers(
+    items: Iterable[SourcedOffer],
+    *,
+    gpu_model: str | None = None,
+    provider: str | None = None,
+    spot: bool | None = None,
+    source: str | None = None,
+) -> list[SourcedOffer]:
+    """Filter (GPU model and provider compared case-insensitively) and sort cheapest $/GPU-hour first."""
+    model = gpu_model.strip().upper() if gpu_model else None
+    seller = provider.strip().lower() if provider else None
+    kept = [
+        i
+        for i in items
+        if (model is None or (i.offer.gpu_model or "").upper() == model)
+        and (seller is None or i.offer.provider.lower() == seller)
+        and (spot is None or i.offer.spot == spot)
+        and (source is None or i.source == source)
+    ]
+    return sort_offers(kept, "price_per_gpu_hour")
+
+
+def sort_offers(items: Sequence[SourcedOffer], key: str, descending: bool = False) -> list[SourcedOffer]:
+    """Sort by one of ``SORT_KEYS``; offers without the value (CPU-only for $/GPU-h) always go last."""
+    if key not in SORT_KEYS:
+        raise ValueError(f"cannot sort by {key!r}; sort by one of {', '.join(SORT_KEYS)}")
+
+    def value(i: SourcedOffer) -> Any:
+        o = i.offer
+        return {
+            "price_per_gpu_hour": o.price_per_gpu_hour,
+            "price_per_hour": o.price_per_hour,
+            "provider": o.provider,
+            "gpu_model": o.gpu_model,
+            "age_s": i.age_s,
+        }[key]
+
+    present = [i for i in items if value(i) is not None]
+    missing = [i for i in items if value(i) is None]
+    present.sort(key=lambda i: (value(i), i.offer.price_per_hour, i.offer.key, i.source), reverse=descending)
+    return present + missing
+
+
+def quote_json(decision: PlacementDecision, items: Sequence[SourcedOffer]) -> dict[str, Any]:
+    """The ``scalar quote`` decision JSON, with ``source`` and ``stale`` on the pick and each alternative."""
+    by_offer: dict[Offer, SourcedOffer] = {}
+    for item in items:
+        by_offer.setdefault(item.offer, item)
+    out = decision_to_json(decision)
+    placements: list[tuple[dict[str, Any], Placement]] = [(out, Placement(decision.offer, decision.score))]
+    placements += list(zip(out["alternatives"], decision.alternatives, strict=True))
+    for body, placement in placements:
+        found = by_offer.get(placement.offer)
+        body["source"] = None if found is None else found.source
+        body["stale"] = None if found is None else found.stale
+        body["ageSeconds"] = None if found is None else round(found.age_s, 3)
+    return out
+
+
+def aggregate_market(items: Iterable[SourcedOffer]) -> dict[str, Any]:
+    """One ask book per GPU model across providers: levels by $/GPU-hour (cheapest first), each with the GPUs
+    offered at that price (one instance per offer), the providers and how many offers."""
+    books: dict[str, dict[Decimal, dict[str, Any]]] = {}
+    for item in items:
+        o = item.offer
+        per_gpu = o.price_per_gpu_hour
+        if per_gpu is None or not o.gpu_model:
+            continue
+        price = round_micros(per_gpu)
+        level = books.setdefault(o.gpu_model, {}).setdefault(
+            price, {"quantity_gpus": 0.0, "providers": set(), "offers": 0, "sources": set(), "stale": 0}
+        )
+        level["quantity_gpus"] += o.gpu_count
+        level["providers"].add(o.provider)
+        level["sources"].add(item.source)
+        level["offers"] += 1
+        level["stale"] += int(item.stale)
+    models = []
+    for model in sorted(books):
+        levels = []
+        cumulative = 0.0
+        for price in sorted(books[model]):
+            level = books[model][price]
+            cumulative += level["quantity_gpus"]
+            levels.append(
+                {
+                    "price_per_gpu_hour": to_json_number(price),
+                    "quantity_gpus": level["quantity_gpus"],
+                    "cumulative_gpus": cumulative,
+                    "providers": sorted(level["providers"]),
+                    "sources": sorted(level["sources"]),
+                    "offers": level["offers"],
+                    "stale_offers": level["stale"],
+                }
+            )
+        providers = sorted({p for lv in levels for p in lv["providers"]})
+        models.append(
+            {
+                "gpu_model": model,
+                "best_price_per_gpu_hour": levels[0]["price_per_gpu_hour"],
+                "total_gpus": cumulative,
+                "providers": providers,
+                "levels": levels,
+            }
+        )
+    return {"gpu_models": models}
