@@ -1,0 +1,560 @@
+"""Protocol A benchmark: every policy on the FGD paper's 17 pod lists, seeds 42..51, beside the published numbers.
+
+    python -m bench.protocol_a [--lists all|default,...] [--policies all|a,b] [--seeds 42-51] [--jobs N]
+                               [--no-cache] [--output BENCHMARKS.md] [--plot bench/plots/protocol_a.png]
+
+Writes the section between ``<!-- protocol-a:start -->`` and ``<!-- protocol-a:end -->`` of BENCHMARKS.md
+(creating the file and the markers when absent) and a PNG of the GPU allocation ratio against arrived GPU
+demand on the default trace (the paper's Figure 9a). Each run's result is cached in ``bench/.cache/`` under
+a hash of its trace files, its options and the simulator's code, so a rerun only computes what changed.
+``--quick`` runs one seed of three policies on the default list (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from bench.png import BLACK, GREY, Canvas
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO.parent / "shared" / "data" / "traces"
+TRACE_DIR = TRACES / "alibaba-gpu-v2023"
+PUBLISHED_DIR = TRACES / "fgd-atc23"
+NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
+CACHE_DIR = REPO / "bench" / ".cache"
+PLOT = REPO / "bench" / "plots" / "protocol_a.png"
+BENCHMARKS = REPO / "BENCHMARKS.md"
+START = "<!-- protocol-a:start -->"
+END = "<!-- protocol-a:end -->"
+CODE_PATHS = (
+    "src/scalar/sim/traces.py",
+    "src/scalar/sim/fragmentation.py",
+    "src/scalar/sim/state.py",
+    "src/scalar/sim/metrics.py",
+    "src/scalar/sim/protocol_a.py",
+    "src/scalar/sim/policies",
+)
+LISTS = (
+    "default",
+    "cpu050",
+    "cpu100",
+    "cpu200",
+    "cpu250",
+    "gpushare40",
+    "gpushare60",
+    "gpushare80",
+    "gpushare100",
+    "gpuspec10",
+    "gpuspec20",
+    "gpuspec25",
+    "gpuspec33",
+    "multigpu20",
+    "multigpu30",
+    "multigpu40",
+    "multigpu50",
+)
+POLICIES = (
+    "scalar",
+    "fgd",
+    "best-fit",
+    "gpu-packing",
+    "gpu-clustering",
+    "dotprod",
+    "random",
+    "seed",
+    "k8s-most-allocated",
+    "k8s-least-allocated",
+)
+# The artifact's policy directories, as named in allo_summary.txt, and ours.
+PUBLISHED_NAMES = {
+    "01-Random": "random",
+    "02-DotProd": "dotprod",
+    "03-GpuClustering": "gpu-clustering",
+    "04-GpuPacking": "gpu-packing",
+    "05-BestFit": "best-fit",
+    "06-FGD": "fgd",
+}
+POINTS = (80, 90, 100, 110, 120, 130)
+SPEED_POLICIES = ("best-fit", "scalar", "fgd")
+SPEED_REPEATS = 5
+COLORS: dict[str, tuple[int, int, int]] = {
+    "scalar": (31, 119, 180),
+    "fgd": (214, 39, 40),
+    "best-fit": (44, 160, 44),
+    "gpu-packing": (148, 103, 189),
+    "gpu-clustering": (140, 86, 75),
+    "dotprod": (255, 127, 14),
+    "random": (127, 127, 127),
+    "seed": (23, 190, 207),
+    "k8s-most-allocated": (188, 189, 34),
+    "k8s-least-allocated": (227, 119, 194),
+}
+
+
+# --- running, with a cache ----------------------------------------------------------------------------
+def code_version() -> str:
+    """A hash of the simulator code Protocol A runs on."""
+    digest = hashlib.sha256()
+    for rel in CODE_PATHS:
+        root = REPO / rel
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*.py") if p.is_file())
+        for path in files:
+            digest.update(str(path.relative_to(REPO)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=64)
+def _file_hash(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def pods_file(name: str) -> Path:
+    return TRACE_DIR / f"openb_pod_list_{name}.csv"
+
+
+def cache_path(
+    nodes: Path, pods: Path, policy: str, seed: int, tie_break: str, version: str, cache_dir: Path = CACHE_DIR
+) -> Path:
+    key = json.dumps([_file_hash(str(nodes)), _file_hash(str(pods)), policy, seed, tie_break, version])
+    return cache_dir / f"protocol_a-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+
+
+@lru_cache(maxsize=4)
+def _nodes(path: str) -> list[Any]:
+    from scalar.sim.traces import read_nodes
+
+    return read_nodes(path)
+
+
+@lru_cache(maxsize=4)
+def _pods(path: str) -> list[Any]:
+    from scalar.sim.traces import read_pods
+
+    return read_pods(path)
+
+
+def run_one(task: tuple[str, str, str, int, str]) -> dict[str, Any]:
+    """One Protocol A run; ``task`` = (nodes file, pods file, policy, seed, tie-break)."""
+    from scalar.sim.protocol_a import run_once
+
+    nodes, pods, policy, seed, tie_break = task
+    started = time.perf_counter()
+    result = run_once(_nodes(nodes), _pods(pods), policy, seed, tie_break=tie_break)
+    return {
+        "policy": policy,
+        "seed": seed,
+        "tie_break": tie_break,
+        "pods": result.pods,
+        "failed_pods": result.failed_pods,
+        "allocation": {str(x): v for x, v in result.allocation.items()},
+        "fragmentation_at_90": result.fragmentation_at_90,
+        "elapsed_s": round(time.perf_counter() - started, 4),
+    }
+
+
+def run_all(
+    tasks: Sequence[tuple[str, str, str, int, str]],
+    *,
+    jobs: int,
+    use_cache: bool,
+    cache_dir: Path = CACHE_DIR,
+) -> list[dict[str, Any]]:
+    """Results of ``tasks`` in order, computing only those not in the cache."""
+    version = code_version()
+    paths = [cache_path(Path(t[0]), Path(t[1]), t[2], t[3], t[4], version, cache_dir) for t in tasks]
+    results: list[dict[str, Any] | None] = [
+        json.loads(p.read_text()) if use_cache and p.exists() else None for p in paths
+    ]
+    todo = [i for i, r in enumerate(results) if r is None]
+    if todo:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        print(
+            f"protocol A: {len(todo)} runs to compute ({len(tasks) - len(todo)} cached), {jobs} jobs",
+            file=sys.stderr,
+        )
+        pending = [tasks[i] for i in todo]
+        with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _InProcess() as pool:
+            for done, (i, result) in enumerate(zip(todo, pool.map(run_one, pending), strict=True), start=1):
+                paths[i].write_text(json.dumps(result))
+                results[i] = result
+                if done % 20 == 0 or done == len(todo):
+                    print(f"  {done}/{len(todo)}", file=sys.stderr)
+    return [r for r in results if r is not None]
+
+
+def measure_speed(nodes: Path, pods: Path, policies: Sequence[str]) -> dict[str, float]:
+    """Best-of-N wall time of one run per policy, interleaved, in this process (never cached)."""
+    from scalar.sim.protocol_a import run_once
+
+    node_list, pod_list = _nodes(str(nodes)), _pods(str(pods))
+    best = {p: float("inf") for p in policies}
+    for _ in range(SPEED_REPEATS):
+        for policy in policies:
+            started = time.perf_counter()
+            run_once(node_list, pod_list, policy, 42)
+            best[policy] = min(best[policy], time.perf_counter() - started)
+    return best
+
+
+class _InProcess:
+    """``ProcessPoolExecutor``'s ``map`` without processes (for ``--jobs 1``)."""
+
+    def __enter__(self) -> _InProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: Sequence[Any]) -> Any:
+        return map(fn, items)
+
+
+# --- published numbers ----------------------------------------------------------------------------------
+def published() -> tuple[dict[tuple[str, str], dict[int, float]], dict[str, float]]:
+    """(allocation means at 80..130 per (list, policy), fragmentation ratio at 90% per policy, default list)."""
+    alloc: dict[tuple[str, str], dict[int, float]] = {}
+    line_re = re.compile(r"^openb_pod_list_(\S+)\s+(\d\d-\S+)\s+n=\d+\s+(.*)$")
+    for line in (PUBLISHED_DIR / "allo_summary.txt").read_text().splitlines():
+        m = line_re.match(line)
+        if m and m.group(2) in PUBLISHED_NAMES:
+            values = dict(re.findall(r"(\d+):\s+([\d.]+)", m.group(3)))
+            alloc[(m.group(1), PUBLISHED_NAMES[m.group(2)])] = {int(k): float(v) for k, v in values.items()}
+    frag: dict[str, float] = {}
+    text = (PUBLISHED_DIR / "frag_summary.txt").read_text().split("analysis_frag_discrete.csv")[0]
+    for line in text.splitlines():
+        m = line_re.match(line)
+        if m and m.group(1) == "default" and m.group(2) in PUBLISHED_NAMES:
+            values = dict(re.findall(r"(\d+):\s+([\d.]+)", m.group(3)))
+            frag[PUBLISHED_NAMES[m.group(2)]] = float(values["90"])
+    return alloc, frag
+
+
+# --- summaries ------------------------------------------------------------------------------------------
+def mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.fmean(present), 2) if present else None
+
+
+def group(results: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        out.setdefault((r["list"], r["policy"], r["tie_break"]), []).append(r)
+    return out
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy
+
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, numpy {numpy.__version__}"
+    )
+
+
+def render(
+    results: Sequence[dict[str, Any]],
+    *,
+    command: str,
+    seeds: Sequence[int],
+    lists: Sequence[str],
+    policies: Sequence[str],
+    speed: dict[str, float] | None = None,
+    plot_name: str = "bench/plots/protocol_a.png",
+) -> str:
+    pub_alloc, pub_frag = published()
+    groups = group(results)
+    n = len(seeds)
+    if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
+        seed_text = f"{seeds[0]}..{seeds[-1]}"
+    else:
+        seed_text = ",".join(map(str, seeds))
+    lines = [
+        "## Protocol A: the FGD paper's static benchmark (Alibaba openb trace)",
+        "",
+        f"Command: `{command}`. Machine: {machine()}.",
+        "",
+        "1,213 GPU nodes (6,212 GPUs); each pod list shuffled with the seed, inflated to 1.3x the cluster's GPUs, "
+        "pods arrive one by one and never leave, failures are dropped (docs/simulator.md). Our numbers are means "
+        f"over seeds {seed_text} (`numpy.random.default_rng(seed)`); published ones are the artifact's means over "
+        "seeds 42..51 (`fgd-atc23/allo_summary.txt`). Ties: smallest node name, as the artifact.",
+        "",
+    ]
+    if "default" in lists:
+        lines += [
+            "### Default trace: GPU allocation ratio (%) at arrived GPU demand (% of capacity)",
+            "",
+            "| policy | "
+            + " | ".join(f"{x}%" for x in POINTS)
+            + " | published 130% | frag. ratio at 90% (published) "
+            "| failed pods | time per run (s) |",
+            "|---|" + "---:|" * (len(POINTS) + 4),
+        ]
+        for policy in policies:
+            runs = groups.get(("default", policy, "name"), [])
+            if not runs:
+                continue
+            pub = pub_alloc.get(("default", policy), {})
+            frag = mean([r["fragmentation_at_90"] for r in runs])
+            frag_text = fmt(frag) + (f" ({pub_frag[policy]:.2f})" if policy in pub_frag else "")
+            lines.append(
+                f"| {policy} | "
+                + " | ".join(fmt(mean([r["allocation"][str(x)] for r in runs])) for x in POINTS)
+                + f" | {fmt(pub.get(130))} | {frag_text} | {fmt(mean([r['failed_pods'] for r in runs]), 0)} "
+                f"| {statistics.median(r['elapsed_s'] for r in runs):.2f} |"
+            )
+        tie_rows = [p for p in ("fgd", "best-fit", "scalar") if ("default", p, "random") in groups]
+        if tie_rows:
+            lines += [
+                "",
+                "Tie-break matters: the same runs with `--tie-break random` (uniform among the top nodes at every "
+                "decision) instead of the artifact's smallest name:",
+                "",
+                "| policy | 130%, smallest name | 130%, random |",
+                "|---|---:|---:|",
+            ]
+            for policy in tie_rows:
+                by_name = mean([r["allocation"]["130"] for r in groups.get(("default", policy, "name"), [])])
+                by_random = mean([r["allocation"]["130"] for r in groups[("default", policy, "random")]])
+                lines.append(f"| {policy} | {fmt(by_name)} | {fmt(by_random)} |")
+        lines.append("")
+    shown = [p for p in ("scalar", "fgd", "best-fit") if p in policies]
+    if shown:
+        lines += [
+            f"### All {len(lists)} pod lists: GPU allocation ratio (%) at 130% arrived",
+            "",
+            "| pod list | published FGD | published BestFit | "
+            + " | ".join(f"ours {p}" for p in shown)
+            + (" | scalar - published FGD |" if "scalar" in shown else " |"),
+            "|---|---:|---:|" + "---:|" * len(shown) + ("---:|" if "scalar" in shown else ""),
+        ]
+        for name in lists:
+            row = [
+                name,
+                fmt(pub_alloc.get((name, "fgd"), {}).get(130)),
+                fmt(pub_alloc.get((name, "best-fit"), {}).get(130)),
+            ]
+            ours = {
+                p: mean([r["allocation"]["130"] for r in groups.get((name, p, "name"), [])]) for p in shown
+            }
+            row += [fmt(ours[p]) for p in shown]
+            if "scalar" in shown:
+                pub_fgd = pub_alloc.get((name, "fgd"), {}).get(130)
+                diff = None if ours["scalar"] is None or pub_fgd is None else ours["scalar"] - pub_fgd
+                row.append("-" if diff is None else f"{diff:+.2f}")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    if speed and "best-fit" in speed:
+        base = speed["best-fit"]
+        lines += [
+            "### Speed: one full run on the default trace (about 10,800 pods, seed 42)",
+            "",
+            "| policy | seconds per run | x best-fit |",
+            "|---|---:|---:|",
+        ]
+        for policy, seconds in speed.items():
+            lines.append(f"| {policy} | {seconds:.2f} | {seconds / base:.2f} |")
+        lines += [
+            "",
+            f"Best of {SPEED_REPEATS} sequential runs each, wall clock, on the machine above (shared with other "
+            "work while measured). Targets: fgd under 5 s, scalar no slower than 2x best-fit.",
+            "",
+        ]
+    lines.append(
+        f"Plot: `{plot_name}` (allocation ratio against arrived %, default trace, mean of {n} seeds)."
+    )
+    return "\n".join(lines)
+
+
+def write_section(path: Path, body: str) -> None:
+    """Replace the Protocol A section of ``path`` (or append it), keeping everything else."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"{START}\n{body}\n{END}"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+# --- the plot ---------------------------------------------------------------------------------------------
+X_RANGE = (60, 130)
+Y_RANGE = (80.0, 100.0)
+
+
+def plot(curves: dict[str, dict[int, float | None]], path: Path) -> None:
+    """Allocation ratio (y, 80..100%) against arrived demand (x, 60..130%), one line per policy."""
+    width, height = 900, 560
+    left, right, top, bottom = 70, 250, 40, 60
+    canvas = Canvas(width, height)
+    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    (x_min, x_max), (y_min, y_max) = X_RANGE, Y_RANGE
+
+    def px(x: float) -> int:
+        return round(x0 + (x1 - x0) * (x - x_min) / (x_max - x_min))
+
+    def py(y: float) -> int:
+        y = min(max(y, y_min), y_max)
+        return round(y0 - (y0 - y1) * (y - y_min) / (y_max - y_min))
+
+    for tick in range(x_min, x_max + 1, 10):
+        canvas.vline(px(tick), y1, y0, GREY)
+        label = str(tick)
+        canvas.text(px(tick) - Canvas.text_width(label) // 2, y0 + 8, label)
+    for tick in range(int(y_min), int(y_max) + 1, 2):
+        canvas.hline(x0, x1, py(tick), GREY)
+        canvas.text(x0 - 8 - Canvas.text_width(str(tick)), py(tick) - 3, str(tick))
+    canvas.hline(x0, x1, y0, BLACK)
+    canvas.vline(x0, y1, y0, BLACK)
+    canvas.text(x0, 12, "GPU ALLOCATION RATIO (%) VS ARRIVED GPU DEMAND (%) - DEFAULT TRACE", BLACK)
+    canvas.text((x0 + x1) // 2 - 60, height - 22, "ARRIVED (% OF GPUS)")
+    legend_y = top + 10
+    for policy, curve in curves.items():
+        color = COLORS.get(policy, BLACK)
+        points = [(x, v) for x, v in sorted(curve.items()) if v is not None and x >= x_min]
+        for (xa, va), (xb, vb) in itertools.pairwise(points):
+            _line(canvas, px(xa), py(va), px(xb), py(vb), color)
+        canvas.rect(x1 + 20, legend_y, x1 + 40, legend_y + 6, color)
+        last = points[-1][1] if points else None
+        canvas.text(x1 + 46, legend_y, f"{policy} {fmt(last)}")
+        legend_y += 18
+    path.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(path)
+
+
+def _line(canvas: Canvas, xa: int, ya: int, xb: int, yb: int, color: tuple[int, int, int]) -> None:
+    steps = max(abs(xb - xa), abs(yb - ya), 1)
+    for i in range(steps + 1):
+        x = xa + (xb - xa) * i // steps
+        y = ya + (yb - ya) * i // steps
+        canvas.rect(x, y - 1, x, y + 1, color)
+
+
+# --- command line -----------------------------------------------------------------------------------------
+def parse_seeds(text: str) -> list[int]:
+    from scalar.cli.simulate import parse_seeds as parse
+
+    return parse(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--lists", default="all", help="pod lists (default, cpu050, ...) or 'all'")
+    parser.add_argument("--policies", default="all", help="policies or 'all'")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--nodes", type=Path, default=NODES)
+    parser.add_argument(
+        "--pods-dir", type=Path, default=TRACE_DIR, help="directory of openb_pod_list_<name>.csv"
+    )
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--no-tie-break-study", action="store_true", help="skip the --tie-break random runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="one seed of scalar, fgd and best-fit on 'default'"
+    )
+    parser.add_argument("--no-speed", action="store_true", help="skip the sequential timing runs")
+    parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
+    parser.add_argument("--output", type=Path, default=BENCHMARKS)
+    parser.add_argument("--plot", type=Path, default=PLOT)
+    args = parser.parse_args(argv)
+
+    lists = list(LISTS) if args.lists == "all" else args.lists.split(",")
+    policies = list(POLICIES) if args.policies == "all" else args.policies.split(",")
+    seeds = parse_seeds(args.seeds)
+    if args.quick:
+        lists, policies, seeds = ["default"], ["scalar", "fgd", "best-fit"], seeds[:1]
+    unknown = sorted(set(policies) - set(POLICIES))
+    if unknown:
+        parser.error(f"unknown policies: {', '.join(unknown)}")
+    tasks: list[tuple[str, str, str, int, str]] = []
+    labels: list[str] = []
+    for name in lists:
+        pods = args.pods_dir / f"openb_pod_list_{name}.csv"
+        for policy in policies:
+            for seed in seeds:
+                tasks.append((str(args.nodes), str(pods), policy, seed, "name"))
+                labels.append(name)
+    if "default" in lists and not args.no_tie_break_study and not args.quick:
+        for policy in ("fgd", "best-fit", "scalar"):
+            if policy in policies:
+                for seed in seeds:
+                    tasks.append(
+                        (
+                            str(args.nodes),
+                            str(args.pods_dir / "openb_pod_list_default.csv"),
+                            policy,
+                            seed,
+                            "random",
+                        )
+                    )
+                    labels.append("default")
+    results = run_all(tasks, jobs=max(1, args.jobs), use_cache=not args.no_cache, cache_dir=args.cache_dir)
+    for label, result in zip(labels, results, strict=True):
+        result["list"] = label
+    speed = None
+    if "default" in lists and not args.no_speed and not args.quick:
+        timed = [p for p in SPEED_POLICIES if p in policies]
+        speed = (
+            measure_speed(args.nodes, args.pods_dir / "openb_pod_list_default.csv", timed) if timed else None
+        )
+    command = (
+        "python -m bench.protocol_a" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
+    )
+    try:
+        plot_name = str(args.plot.resolve().relative_to(REPO))
+    except ValueError:
+        plot_name = str(args.plot)
+    body = render(
+        results,
+        command=command.strip(),
+        seeds=seeds,
+        lists=lists,
+        policies=policies,
+        speed=speed,
+        plot_name=plot_name,
+    )
+    write_section(args.output, body)
+    if "default" in lists:
+        groups = group(results)
+        curves = {}
+        for policy in policies:
+            runs = groups.get(("default", policy, "name"), [])
+            if runs:
+                curves[policy] = {x: mean([r["allocation"][str(x)] for r in runs]) for x in range(0, 131)}
+        plot(curves, args.plot)
+    print(f"wrote {args.output} and {args.plot}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

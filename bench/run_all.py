@@ -1,0 +1,30 @@
+"""`make bench`: run every benchmark; each writes its own section of BENCHMARKS.md (cached by input and code)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from bench import control_plane, protocol_a, protocol_b
+
+
+def main() -> int:
+    steps = (
+        ("protocol A (static, FGD)", lambda: protocol_a.main([])),
+        ("protocol B (dynamic, cost and waits)", lambda: protocol_b.main([])),
+        ("control plane (engine, database, idle CPU)", lambda: control_plane.main([])),
+    )
+    failed = 0
+    for title, run in steps:
+        started = time.monotonic()
+        print(f"== {title}", flush=True)
+        code = run()
+        if code:
+            failed += 1
+            print(f"!! {title} exited {code}", file=sys.stderr)
+        print(f"== {title}: {time.monotonic() - started:.0f} s", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""One run's seller: the built-in market on its own temporary SQLite file, in virtual time.
+
+Every policy of a run gets a fresh market with the same seed, so they face the same prices, books, boot
+delays and spot interruptions (a node's future is drawn from the seed and its id, and ids come from the
+buyer's idempotency keys). The session records every grant, release and node stop in the run's
+:class:`~scalar.sim.dynamic.ledger.Ledger`, and can tell the loop when the market's next move is due
+(a node milestone or a job timer), so the loop steps exactly then instead of polling.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, OrderState
+from scalar.domain.offers import SFCOMPUTE, Offer
+from scalar.providers.builtin import schema
+from scalar.providers.builtin.clock import US_PER_HOUR, from_us, to_us
+from scalar.providers.sim import BOOK_SHAPES, BuiltinMarket, MarketConfig
+from scalar.sim.dynamic.ledger import Ledger, Occupancy
+
+HOUR_US = US_PER_HOUR
+_FIXED_OFFERS: dict[tuple[int, int, tuple[str, ...] | None], tuple[Offer, ...]] = {}
+
+
+def market_hour(now: datetime) -> int:
+    return to_us(now) // HOUR_US
+
+
+def cheapest_per_shape(offers: Sequence[Offer]) -> tuple[Offer, ...]:
+    """One offer per (provider, instance type, spot): the cheapest (then the smallest key), in input order."""
+    best: dict[tuple[str, str, bool], Offer] = {}
+    for o in offers:
+        shape = (o.provider, o.instance_type, o.spot)
+        seen = best.get(shape)
+        if seen is None or (o.price_per_hour, o.key) < (seen.price_per_hour, seen.key):
+            best[shape] = o
+    return tuple(best.values())
+
+
+class MarketSession:
+    """A fresh built-in market (seed ``seed``, time scale 1) for one policy's run."""
+
+    def __init__(self, seed: int, models: Sequence[str] | None = None) -> None:
+        self._dir = tempfile.mkdtemp(prefix="scalar-sim-b-")
+        path = Path(self._dir) / "market.db"
+        self.market = BuiltinMarket(f"sqlite:///{path}", MarketConfig(seed=seed))
+        self.providers = self.market.providers()
+        self.models = None if models is None else {m.upper() for m in models}
+        self._models_key = None if self.models is None else tuple(sorted(self.models))
+        self.ledger = Ledger()
+        self.cursor = 0
+        self._offers_hour: int | None = None
+        self._offers: tuple[Offer, ...] = ()
+        self.buys = 0
+        self.rejected = 0
+        self._next: datetime | None = None
+        self._dirty = True  # something was written since the next move was last read
+        self.occupancy = Occupancy()
+
+    def close(self) -> None:
+        self.market.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> MarketSession:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- prices -----------------------------------------------------------------------------------------
+    def offers(self, now: datetime, *, fresh: bool = False) -> tuple[Offer, ...]:
+        """Offers of the models the workload may use (all when none were given), per market hour: the
+        cheapest region of each shape (provider, instance type, spot), which is all a buyer uses.
+
+        Fixed-price offers are a pure function of the seed and the hour, so they are shared by every
+        session of the process; orderbook offers are read live (our own purchases move the book)."""
+        hour = market_hour(now)
+        if fresh or hour != self._offers_hour:
+            key = (self.market.seed, hour, self._models_key)
+            fixed = _FIXED_OFFERS.get(key)
+            if fixed is None:
+                fixed = self._filtered(
+                    o
+                    for p in self.providers
+                    if p != SFCOMPUTE
+                    for o in self.market.list_offers(now, provider=p)
+                )
+                if len(_FIXED_OFFERS) > 5000:
+                    _FIXED_OFFERS.clear()
+                _FIXED_OFFERS[key] = fixed
+            books: tuple[Offer, ...] = ()
+            if SFCOMPUTE in self.providers and self.book_types():
+                books = self._filtered(self.market.list_offers(now, provider=SFCOMPUTE))
+            self._offers = cheapest_per_shape((*books, *fixed))
+            self._offers_hour = hour
+        return self._offers
+
+    def _filtered(self, offers: Iterable[Offer]) -> tuple[Offer, ...]:
+        if self.models is None:
+            return tuple(offers)
+        return tuple(o for o in offers if o.gpu_model and o.gpu_model.upper() in self.models)
+
+    def book_types(self) -> tuple[str, ...]:
+        """Orderbook instance types whose model the workload may use."""
+        return tuple(
+            t for t, s in BOOK_SHAPES.items() if self.models is None or s.gpu_model.upper() in self.models
+        )
+
+    # -- orders and work --------------------------------------------------------------------------------
+    def buy(self, request: CapacityRequest, key: str, now: datetime) -> Order:
+        self._dirty = True
+        order = self.providers[request.provider].buy(request, key, now)
+        self.buys += 1
+        if order.state is OrderState.FILLED and order.block is not None:
+            self.ledger.bought(order.block, now)
+        elif order.state is OrderState.REJECTED:
+            self.rejected += 1
+        return order
+
+    def release(self, provider: str, block_id: str, now: datetime) -> None:
+        self._dirty = True
+        self.providers[provider].release(block_id, now)
+        self.ledger.released(block_id, now)
+        bill = self.ledger.blocks.get(block_id)
+        if bill is not None:
+            for node_id in bill.grant.node_ids:
+                self.occupancy.node_stopped(node_id, now)
+
+    def start_work(
+        self, node_id: str, job_id: str, duration_s: int, now: datetime, gpus: Sequence[int] = ()
+    ) -> None:
+        """Start a job's timer on a node; ``gpus`` are the GPU indices it holds (for idle accounting)."""
+        self._dirty = True
+        self.providers[self.ledger.provider_of(node_id)].start_work(node_id, job_id, duration_s, now)
+        self.occupancy.started(node_id, job_id, gpus, now)
+
+    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
+        self._dirty = True
+        self.providers[self.ledger.provider_of(node_id)].stop_work(node_id, job_id, now)
+        self.occupancy.ended(node_id, job_id, now)
+
+    # -- what happened, and when the next thing will -----------------------------------------------------
+    def events(self, now: datetime) -> list[NodeEvent]:
+        """The market's events up to ``now`` (asks the market only when something can have happened)."""
+        if not self._dirty and (self._next is None or now < self._next):
+            return []
+        self._dirty = True
+        out: list[NodeEvent] = []
+        while True:
+            page, cursor = self.market.events_since(self.cursor, now)
+            self.cursor = cursor
+            out.extend(page)
+            if not page or len(page) < 10_000:
+                break
+        self.ledger.observe(out)
+        for e in out:
+            if e.job_id is not None and e.job_succeeded is not None:
+                self.occupancy.ended(e.node_id, e.job_id, e.at)
+            if e.state in (NodeState.FAILED, NodeState.TERMINATED):
+                self.occupancy.node_stopped(e.node_id, e.at)
+        return out
+
+    def next_move(self) -> datetime | None:
+        """When the market's next node milestone or job timer is due (``None``: nothing scheduled)."""
+        if self._dirty:
+            self._next = self._read_next_move()
+            self._dirty = False
+        return self._next
+
+    def _read_next_move(self) -> datetime | None:
+        with self.market.engine.connect() as conn:
+            node_us = conn.execute(select(func.min(schema.nodes.c.next_us))).scalar()
+            work_us = conn.execute(
+                select(func.min(schema.work.c.finish_us)).where(schema.work.c.ended_us.is_(None))
+            ).scalar()
+        times = [int(t) for t in (node_us, work_us) if t is not None]
+        return from_us(min(times)) if times else None
