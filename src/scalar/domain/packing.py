@@ -16,7 +16,7 @@ Cost: one pass over each node's GPUs, so O(nodes x GPUs per node).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -330,7 +330,12 @@ def _need_text(job: Job) -> str:
 def _count_phrases(job: Job, rejections: Sequence[NodeRejection], safety_margin_sec: float) -> list[str]:
     """``["12 nodes lack 4 GPUs with 60 GB free", "3 expire within 2h05m"]``: most common cause first,
     equal counts in filter order."""
-    counts = Counter(r.reason.code for r in rejections)
+    return count_phrases(job, Counter(r.reason.code for r in rejections), safety_margin_sec)
+
+
+def count_phrases(job: Job, counts: Mapping[str, int], safety_margin_sec: float) -> list[str]:
+    """The packer's ``"12 nodes lack 4 GPUs with 60 GB free, 3 expire within 2h05m"``, from rejection counts
+    by code: most common cause first, equal counts in filter order."""
     other_tier = Tier.FLEX.value if job.tier is Tier.FAST else Tier.FAST.value
     window = fmt_duration(job.expected_duration_sec + safety_margin_sec)
     gpus = f"{job.gpu_count} {plural(job.gpu_count, 'GPU')}"

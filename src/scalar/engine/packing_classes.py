@@ -19,28 +19,22 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from scalar.domain.packing import (  # the packer's own wording, reused as is
-    EXPIRES_TOO_SOON,
-    GPU_MODEL_NOT_ALLOWED,
-    INSUFFICIENT_CPU,
-    INSUFFICIENT_GPUS,
-    INSUFFICIENT_RAM,
     LARGER_THAN_ANY_NODE,
-    LOWER_SCORE,
     NO_NODE_FITS,
     NO_NODES,
     PLACED,
     REJECTION_ORDER,
-    TIER_MISMATCH,
     NodeEvaluation,
     PlacementDecision,
     PlacementKind,
     _need_text,
     _rejection,
+    count_phrases,
     evaluate_node,
 )
 from scalar.domain.packing_model import Job, Node
 from scalar.domain.packing_score import SCORE_TIE_DIGITS, provider_hint
-from scalar.domain.packing_text import fmt_duration, fmt_indices, fmt_num, plural
+from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
 from scalar.engine.state import RejectionCount
@@ -63,31 +57,6 @@ class ClassPlacement:
 
     decision: PlacementDecision
     counts: tuple[RejectionCount, ...]
-
-
-def count_phrases(job: Job, counts: Mapping[str, int], safety_margin_sec: float) -> list[str]:
-    """The packer's ``"12 nodes lack 4 GPUs with 60 GB free, 3 expire within 2h05m"``, from counts."""
-    other_tier = Tier.FLEX.value if job.tier is Tier.FAST else Tier.FAST.value
-    window = fmt_duration(job.expected_duration_sec + safety_margin_sec)
-    gpus = f"{job.gpu_count} {plural(job.gpu_count, 'GPU')}"
-    gpus += f" with {fmt_num(job.vram_per_gpu_gb)} GB free" if job.vram_per_gpu_gb > 0 else " free"
-    phrases: list[str] = []
-    present = [code for code in REJECTION_ORDER if counts.get(code, 0)]
-    for code in sorted(present, key=lambda c: -counts[c]):
-        n = counts[code]
-        one = n == 1
-        text = {
-            TIER_MISMATCH: f"{'is' if one else 'are'} {other_tier}",
-            GPU_MODEL_NOT_ALLOWED: f"{'has' if one else 'have'} a GPU model the job does not allow",
-            EXPIRES_TOO_SOON: f"expire{'s' if one else ''} within {window}",
-            INSUFFICIENT_CPU: f"lack{'s' if one else ''} {fmt_num(job.cpu_cores)} free CPU cores",
-            INSUFFICIENT_RAM: f"lack{'s' if one else ''} {fmt_num(job.ram_gb)} GB free RAM",
-            INSUFFICIENT_GPUS: f"lack{'s' if one else ''} {gpus}",
-            LOWER_SCORE: "scored lower",
-        }[code]
-        noun = f" {plural(n, 'node')}" if not phrases else ""
-        phrases.append(f"{n}{noun} {text}")
-    return phrases
 
 
 class NodeClasses:
