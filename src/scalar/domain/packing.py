@@ -272,25 +272,41 @@ def schedule_job(
 def _no_placement(
     job: Job, nodes: Sequence[Node], rejections: tuple[NodeRejection, ...], head: str, counts: list[str]
 ) -> PlacementDecision:
+    largest = max((node.gpu_count for node in nodes), default=0)
+    return no_placement(job, len(nodes), largest, head, counts, rejections)
+
+
+def no_placement(
+    job: Job,
+    node_count: int,
+    largest_gpu_count: int,
+    head: str,
+    counts: Sequence[str],
+    rejections: tuple[NodeRejection, ...] = (),
+) -> PlacementDecision:
+    """The decision when no node takes ``job``: request capacity (FAST) or queue (FLEX), with its reason.
+
+    ``node_count`` nodes were seen, the largest with ``largest_gpu_count`` GPUs; ``counts`` are the
+    rejection phrases (``count_phrases``).
+    """
     hint = provider_hint(job.gpu_count)
     if job.tier is Tier.FAST:
         kind, action = PlacementKind.REQUEST_MORE_CAPACITY, "request more capacity"
     else:
         kind, action = PlacementKind.QUEUE_FOR_FLEX, "queue for FLEX capacity"
     then = f"{action} (provider hint: {hint})"
-    largest = max((node.gpu_count for node in nodes), default=0)
-    if not nodes:
+    if not node_count:
         reason = Reason(
             NO_NODES, f"{head}: the cluster has no nodes; {then}.", resource="nodes", need=1, have=0
         )
-    elif job.gpu_count > largest:
+    elif job.gpu_count > largest_gpu_count:
         reason = Reason(
             LARGER_THAN_ANY_NODE,
-            f"{head}: no node has {job.gpu_count} GPUs (the largest has {largest}); {then}; "
+            f"{head}: no node has {job.gpu_count} GPUs (the largest has {largest_gpu_count}); {then}; "
             "splitting a job across nodes is the control plane's call.",
             resource="gpus",
             need=job.gpu_count,
-            have=largest,
+            have=largest_gpu_count,
         )
     else:
         reason = Reason(
@@ -299,7 +315,7 @@ def _no_placement(
             resource="nodes",
             need=1,
             have=0,
-            limit=len(nodes),
+            limit=node_count,
         )
     return PlacementDecision(
         kind=kind, job_id=job.id, tier=job.tier, provider=hint, reason=reason, rejections=rejections

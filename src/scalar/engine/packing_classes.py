@@ -19,9 +19,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from scalar.domain.packing import (  # the packer's own wording, reused as is
-    LARGER_THAN_ANY_NODE,
-    NO_NODE_FITS,
-    NO_NODES,
     PLACED,
     REJECTION_ORDER,
     NodeEvaluation,
@@ -31,12 +28,12 @@ from scalar.domain.packing import (  # the packer's own wording, reused as is
     _rejection,
     count_phrases,
     evaluate_node,
+    no_placement,
 )
 from scalar.domain.packing_model import Job, Node
-from scalar.domain.packing_score import SCORE_TIE_DIGITS, provider_hint
+from scalar.domain.packing_score import SCORE_TIE_DIGITS
 from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
-from scalar.domain.tier import Tier
 from scalar.engine.state import RejectionCount
 
 ClassKey = tuple[object, ...]
@@ -146,34 +143,6 @@ class NodeClasses:
     def _no_placement(
         self, job: Job, classes: list[tuple[list[str], NodeEvaluation]], head: str, phrases: list[str]
     ) -> PlacementDecision:
-        hint = provider_hint(job.gpu_count)
-        if job.tier is Tier.FAST:
-            kind, action = PlacementKind.REQUEST_MORE_CAPACITY, "request more capacity"
-        else:
-            kind, action = PlacementKind.QUEUE_FOR_FLEX, "queue for FLEX capacity"
-        then = f"{action} (provider hint: {hint})"
         total = sum(len(members) for members, _ in classes)
         largest = max((self.nodes[members[0]].gpu_count for members, _ in classes), default=0)
-        if not total:
-            reason = Reason(
-                NO_NODES, f"{head}: the cluster has no nodes; {then}.", resource="nodes", need=1, have=0
-            )
-        elif job.gpu_count > largest:
-            reason = Reason(
-                LARGER_THAN_ANY_NODE,
-                f"{head}: no node has {job.gpu_count} GPUs (the largest has {largest}); {then}; "
-                "splitting a job across nodes is the control plane's call.",
-                resource="gpus",
-                need=job.gpu_count,
-                have=largest,
-            )
-        else:
-            reason = Reason(
-                NO_NODE_FITS,
-                f"{head}: {', '.join(phrases)}, none left; {then}.",
-                resource="nodes",
-                need=1,
-                have=0,
-                limit=total,
-            )
-        return PlacementDecision(kind=kind, job_id=job.id, tier=job.tier, provider=hint, reason=reason)
+        return no_placement(job, total, largest, head, phrases)
