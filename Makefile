@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Parallel test workers (pytest-xdist); override with `make test JOBS=1`.
 JOBS   ?= auto
 
-.PHONY: run test lint typecheck contracts unit bench clean lock
+.PHONY: run test lint typecheck contracts unit bench clean lock sysdeps
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,18 @@ typecheck: $(STAMP)
 contracts: $(STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
+# System packages the tests drive for real: Debian's Chromium (the dashboard's browser tests, through
+# Playwright with executable_path=/usr/bin/chromium) and OpenSSH's server (`scalar node add` over SSH).
+sysdeps:
+	@missing=""; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (Debian packages)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+unit: $(STAMP) sysdeps
 	$(BIN)/python -m pytest -n $(JOBS) -q
 
 test: lint typecheck contracts unit

@@ -92,6 +92,9 @@ class Settings:
     lease_renew_s: float = 2.0
     holder: str = field(default_factory=new_holder)  # unique per process: host:pid:uuid4
     providers: ProvidersSettings = field(default_factory=ProvidersSettings)
+    # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
+    # and is refused unless the server binds to loopback only.
+    auth_required: bool = True
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -121,7 +124,12 @@ _RATE = "rate"
 _NAMES = "names"
 
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
-    "server": {"host": ("host", _STRING), "port": ("port", _PORT), "demo": ("demo", _BOOL)},
+    "server": {
+        "host": ("host", _STRING),
+        "port": ("port", _PORT),
+        "demo": ("demo", _BOOL),
+        "auth": ("auth_required", _BOOL),
+    },
     "store": {"data_dir": ("data_dir", _STRING), "database_url": ("database_url", _URL)},
     "market": {
         "seed": ("market_seed", _SEED),

@@ -188,3 +188,7 @@ runtime_state = Table(
     Column("value", JSONDocument, nullable=False),
     Column("updated_at", UTCDateTime(), nullable=True),
 )
+
+
+# Each concern's tables live in its own module over the same ``metadata`` (imported last: they use it).
+from scalar.store import schema_agents, schema_auth, schema_budget, schema_endpoints  # noqa: E402, F401
