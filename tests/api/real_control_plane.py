@@ -22,7 +22,15 @@ FAST_MARKET = {"time_scale": 600.0, "tick_s": 0.2, "market_seed": 7}
 def real_api(database_url: str, data_dir: Path, **overrides: Any) -> Iterator[tuple[str, ControlPlane]]:
     """Serve a started control plane on ``database_url``; yields (base URL, control plane)."""
     settings = load_settings(
-        None, {"data_dir": data_dir, "database_url": database_url, **FAST_MARKET, **overrides}, {}
+        None,
+        {
+            "data_dir": data_dir,
+            "database_url": database_url,
+            **FAST_MARKET,
+            "auth_required": False,
+            **overrides,
+        },
+        {},
     )
     control_plane = ControlPlane(settings)
     control_plane.start()

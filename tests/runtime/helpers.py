@@ -97,6 +97,7 @@ def settings_for(db_url: str, tmp_path: Path, **overrides: Any) -> Settings:
         "lease_ttl_s": 10.0,
         "lease_renew_s": 2.0,
         "price_interval_s": 15.0,
+        "auth_required": False,
     }
     values.update(overrides)
     return load_settings(None, values, {})
