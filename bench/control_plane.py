@@ -2,6 +2,10 @@
 
     .venv/bin/python -m bench.control_plane            # everything, writes its section of BENCHMARKS.md
     .venv/bin/python -m bench.control_plane --quick    # smaller sizes, no file written
+    .venv/bin/python -m bench.control_plane --no-cache # measure again even if the code did not change
+
+The full run's measurements are cached in ``bench/.cache/`` under a hash of the code they measure (domain,
+engine, store, runtime, providers and this file): ``make bench`` measures again only when that changed.
 
 1. Engine (synthetic, no I/O): 1,000 and 10,000 READY 8-GPU nodes and 100,000 pending jobs. The first
    scheduling pass (all jobs submitted in one step), then steady state (each step reports 100 jobs done and
@@ -16,6 +20,8 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 import random
@@ -265,14 +271,18 @@ def machine() -> str:
 
 
 def render(
-    engine: list[dict[str, Any]], writes: dict[str, dict[str, Any]], cpu: dict[str, Any] | None
+    engine: list[dict[str, Any]],
+    writes: dict[str, dict[str, Any]],
+    cpu: dict[str, Any] | None,
+    day: str | None = None,
 ) -> str:
     lines = [
         START,
         "## Control plane",
         "",
         f"`make bench` section, written by `.venv/bin/python -m bench.control_plane` on {machine()}, "
-        f"{datetime.now(UTC):%Y-%m-%d}. The machine was shared with other work; treat numbers as rough.",
+        f"{day or f'{datetime.now(UTC):%Y-%m-%d}'}. The machine was shared with other work; treat numbers as "
+        "rough.",
         "",
         "### Engine scheduling (synthetic, in memory)",
         "",
@@ -329,6 +339,31 @@ def render(
     return "\n".join(lines)
 
 
+CACHE_DIR = REPO / "bench" / ".cache"
+CODE_PATHS = (
+    "src/scalar/domain",
+    "src/scalar/engine",
+    "src/scalar/store",
+    "src/scalar/runtime",
+    "src/scalar/providers",
+    "bench/control_plane.py",
+)
+
+
+def code_version() -> str:
+    """A hash of the code the control-plane numbers measure (sources and packaged data)."""
+    digest = hashlib.sha256()
+    for rel in CODE_PATHS:
+        root = REPO / rel
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" in path.parts:
+                continue
+            digest.update(str(path.relative_to(REPO)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def write_section(text: str, path: Path) -> None:
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     if START in old and END in old:
@@ -342,7 +377,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, nothing written")
     parser.add_argument("--output", type=Path, default=REPO / "BENCHMARKS.md")
+    parser.add_argument("--no-cache", action="store_true", help="measure again even if the code is unchanged")
     args = parser.parse_args(argv)
+    cached = CACHE_DIR / f"control_plane-{code_version()}.json"
+    if not args.quick and not args.no_cache and cached.exists():
+        data = json.loads(cached.read_text())
+        print(f"control plane: cached ({cached.name})", flush=True)
+        write_section(render(data["engine"], data["writes"], data["cpu"], data["day"]), args.output)
+        return
     sizes = [(200, 5_000)] if args.quick else [(1_000, 100_000), (10_000, 100_000)]
     engine = []
     for nodes, jobs in sizes:
@@ -369,10 +411,15 @@ def main(argv: list[str] | None = None) -> None:
     print("idle CPU ...", flush=True)
     cpu = idle_cpu(5, 10) if args.quick else idle_cpu(30, 60)
     print(cpu, flush=True)
-    text = render(engine, writes, cpu)
+    day = f"{datetime.now(UTC):%Y-%m-%d}"
+    text = render(engine, writes, cpu, day)
     print(text)
     if not args.quick:
         write_section(text, args.output)
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        cached.write_text(
+            json.dumps({"engine": engine, "writes": writes, "cpu": cpu, "day": day}, default=str)
+        )
 
 
 if __name__ == "__main__":

@@ -5,14 +5,19 @@ from __future__ import annotations
 import sys
 import time
 
-from bench import control_plane, protocol_a, protocol_b
+from bench import control_plane, protocol_a, protocol_b, speed
+from bench import endpoints as endpoints_bench
+from bench import load as load_bench
 
 
 def main() -> int:
     steps = (
         ("protocol A (static, FGD)", lambda: protocol_a.main([])),
         ("protocol B (dynamic, cost and waits)", lambda: protocol_b.main([])),
+        ("speed (seed packer literal vs optimized, scalar vs best-fit)", lambda: speed.main([])),
         ("control plane (engine, database, idle CPU)", lambda: control_plane.main([])),
+        ("serverless endpoints (bursty trace, scalers)", lambda: endpoints_bench.main([])),
+        ("load (many HTTP clients, errors, latency)", lambda: load_bench.main([])),
     )
     failed = 0
     for title, run in steps:

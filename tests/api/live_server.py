@@ -15,7 +15,7 @@ import uvicorn
 @contextmanager
 def serve(app: Any, *, host: str = "127.0.0.1") -> Iterator[str]:
     """Yield the base URL (``http://127.0.0.1:PORT``) while ``app`` is served; stop it afterwards."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]

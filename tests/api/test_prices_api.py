@@ -41,6 +41,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client
                 "database_url": f"sqlite:///{Path(tmp) / 's.db'}",
                 "tick_s": 0.2,
                 "enabled": ("sfcompute",),
+                "auth_required": False,
             },
             {},
         )

@@ -23,7 +23,12 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("prices-cli")
     with FakeServer() as fake:
         serve_samples(fake)
-        overrides = {"data_dir": tmp, "database_url": f"sqlite:///{tmp / 's.db'}", "enabled": ("sfcompute",)}
+        overrides = {
+            "data_dir": tmp,
+            "database_url": f"sqlite:///{tmp / 's.db'}",
+            "enabled": ("sfcompute",),
+            "auth_required": False,
+        }
         cp = ControlPlane(load_settings(None, overrides, {}), live_providers=live_providers(fake.url))
         cp.start()
         try:

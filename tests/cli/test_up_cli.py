@@ -30,7 +30,7 @@ class Up:
     def __init__(self, *args: str | Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "SCALAR_DATABASE_URL"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scalar", "up", *map(str, args)],
+            [sys.executable, "-m", "scalar", "up", "--no-auth", *map(str, args)],
             cwd=REPO,
             env=env,
             stdout=subprocess.PIPE,

@@ -17,6 +17,9 @@ from scalar.domain.procurement import (
     ProcurementPolicy,
     RankedOffer,
     ScaleGroupShape,
+    cost_band,
+    hosting_cost_per_hour,
+    nodes_to_cover,
     plan_consolidation,
     priorities_for_groups,
     rank_offers,
@@ -322,3 +325,61 @@ def test_ranking_invariants(gpus: int, tier: Tier, offers: list[Offer]) -> None:
             assert r.price_per_gpu_hour is not None and r.price_per_gpu_hour <= Decimal("10.0")
     for r in ranked:
         assert r.reasons, "every offer, included or not, says why"
+
+
+# ---- CPU and RAM: what a node of each shape really holds ---------------------------------------------------
+
+
+def cpu_offer(provider: str, name: str, price: str, gpus: int, vcpu: float, ram: float) -> Offer:
+    return Offer(
+        provider=provider,
+        instance_type=name,
+        region="US",
+        price_per_hour=Decimal(price),
+        gpu_model="V100",
+        gpu_count=gpus,
+        gpu_memory_gb=16,
+        vcpu=vcpu,
+        memory_gb=ram,
+    )
+
+
+V100_4 = cpu_offer("prime", "4xV100", "0.192", 4, 20, 90)  # 5 vCPUs per GPU
+T4_4 = cpu_offer("azure", "NC64as", "0.468", 4, 64, 440)  # 16 vCPUs per GPU
+
+
+def test_a_cpu_heavy_need_is_covered_by_as_many_nodes_as_its_cpu_takes() -> None:
+    # Four 1-GPU jobs asking 12 cores each: one 4-GPU node by GPUs, but 48 cores need three 20-vCPU nodes.
+    need = CapacityNeed(gpu_count=4, tier=Tier.FAST, cpu_cores=48, ram_gb=64)
+    assert nodes_to_cover(need, V100_4) == 3 and nodes_to_cover(need, T4_4) == 1
+    by_key = {r.offer.instance_type: r for r in rank_offers(need, [V100_4, T4_4])}
+    assert by_key["4xV100"].nodes == 3 and by_key["4xV100"].cost_per_hour == Decimal("0.576")
+    assert "(48 CPU cores, 64 GB RAM)" in by_key["4xV100"].reasons[0].message
+    # Without CPU or RAM the need is GPUs only, as before.
+    assert nodes_to_cover(CapacityNeed(gpu_count=4), V100_4) == 1
+    with pytest.raises(InvalidSpecError, match="cpu_cores"):
+        CapacityNeed(gpu_count=1, cpu_cores=-1)
+
+
+def test_hosting_cost_is_whole_nodes_for_one_job_and_the_dominant_share_for_many() -> None:
+    one = hosting_cost_per_hour(V100_4, gpu_count=1, cpu_cores=12, ram_gb=16)
+    assert one == Decimal("0.192")  # a lone job pays the node it needs
+    many = hosting_cost_per_hour(V100_4, gpu_count=1, cpu_cores=12, ram_gb=16, jobs=10)
+    assert many == Decimal("0.192") * 6 / 10  # 12 of 20 cores each: 6 nodes for 10 jobs
+    assert (
+        hosting_cost_per_hour(T4_4, gpu_count=1, cpu_cores=12, ram_gb=16, jobs=10)
+        == Decimal("0.468") * 3 / 10
+    )
+    # A sharing job pays its part of one GPU's memory; a gang pays all its nodes; no GPUs, no price.
+    shared = hosting_cost_per_hour(V100_4, gpu_count=1, vram_per_gpu_gb=4, share_gpu=True, jobs=16)
+    assert shared == Decimal("0.192") / 16
+    assert hosting_cost_per_hour(V100_4, gpu_count=8) == Decimal("0.384")
+    assert hosting_cost_per_hour(cpu_offer("aws", "c5", "1", 0, 4, 8), gpu_count=1) is None
+
+
+def test_the_cost_band_keeps_what_is_within_the_tolerance_of_the_cheapest() -> None:
+    costs = {"a": Decimal("1.00"), "b": Decimal("1.10"), "c": Decimal("1.11"), "d": Decimal("3")}
+    assert cost_band(costs) == ("a", "b")
+    assert cost_band(costs, Decimal("1")) == ("a",)
+    assert cost_band({}) == ()
+    assert ProcurementPolicy().host_cost_tolerance == Decimal("1.10")

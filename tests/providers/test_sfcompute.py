@@ -418,3 +418,19 @@ def test_start_work_is_refused_until_the_agent_exists(server: FakeServer) -> Non
 
 def test_it_is_a_provider(server: FakeServer) -> None:
     assert isinstance(client(server), Provider)
+
+
+def test_tickers_name_the_same_instance_types() -> None:
+    settings = ProviderSettings("sfcompute", "http://127.0.0.1:9", "k", enabled=True)
+    sf = SFComputeProvider(settings)
+    try:
+        assert (sf.ticker("8xH100"), sf.ticker("h100v"), sf.ticker("H100I"), sf.ticker("h200ki")) == (
+            "h100i",
+            "h100v",
+            "h100i",
+            "h200ki",
+        )
+        with pytest.raises(ProviderError, match="sells no"):
+            sf.ticker("a100")
+    finally:
+        sf.close()

@@ -23,6 +23,19 @@ TABLES = {
     "runtime_state",
     "scale_groups",
     "spot_prices",
+    # 0003 endpoints, 0004 agents, 0005 auth, 0006 budgets
+    "endpoints",
+    "endpoint_workers",
+    "endpoint_requests",
+    "endpoint_scaling",
+    "agents",
+    "agent_join_tokens",
+    "agent_assignments",
+    "agent_log_chunks",
+    "api_tokens",
+    "audit_log",
+    "budget_limits",
+    "budget_spend",
 }
 
 

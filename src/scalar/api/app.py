@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
 
+from scalar.api.auth import install_security
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
+from scalar.api.routes_agent import AgentsPort, agent_router
+from scalar.api.routes_budgets import BudgetsPort, budgets_router
+from scalar.api.routes_cluster import ClusterPort, cluster_endpoints, cluster_router
+from scalar.api.routes_endpoints import endpoints_router
 from scalar.api.routes_jobs import jobs_router
 from scalar.api.routes_market import market_router
+from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
+from scalar.api.routes_runpod import runpod_router
+from scalar.web.endpoints_page import endpoints_page_router
+from scalar.web.router import mount_dashboard, wants_html
 
 DESCRIPTION = """\
 Scalar buys GPU capacity where it is cheapest, packs jobs onto it and explains every decision.
@@ -21,8 +31,10 @@ market with `GET /orderbook?instance_type=8xH100&node_count=1`. Every error is a
 """
 
 
-def create_app(control_plane: ControlPlanePort) -> FastAPI:
-    """The API over ``control_plane`` (a started ``scalar.runtime.ControlPlane``, or a test fake)."""
+def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = None) -> FastAPI:
+    """The API over ``control_plane`` (a started ``scalar.runtime.ControlPlane``, or a test fake).
+
+    ``auth_required`` defaults to ``control_plane.settings.auth_required`` (docs/security.md)."""
     app = FastAPI(
         title="Scalar",
         version="0.1.0",
@@ -33,22 +45,46 @@ def create_app(control_plane: ControlPlanePort) -> FastAPI:
     )
     app.router.route_class = ProblemRoute
     install_problem_handlers(app)
+    # tokens, tenants, size and rate limits on every route (api/auth.py); routes get the tenant-scoped view
+    endpoint_service = getattr(control_plane, "endpoints", None)  # serverless endpoints (docs/endpoints.md)
+    control_plane = install_security(app, control_plane, auth_required=auth_required)
     app.include_router(market_router(control_plane))
     app.include_router(jobs_router(control_plane))
     endpoints = ["/healthz", "/orderbook", "/jobs", "/jobs/{id}"]
     if isinstance(control_plane, PricesPort):
         app.include_router(prices_router(control_plane))
         endpoints += ["/prices", "/providers", "/quote", "/market"]
+    if isinstance(control_plane, ClusterPort):
+        app.include_router(cluster_router(control_plane))
+        endpoints += cluster_endpoints()
+    if isinstance(control_plane, MetricsPort):
+        app.include_router(metrics_router(control_plane))
+        endpoints += ["/metrics"]
+    if isinstance(control_plane, BudgetsPort):
+        app.include_router(budgets_router(control_plane))
+        endpoints += ["/budgets"]
+    if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
+        app.include_router(agent_router(control_plane))
+        endpoints += ["/agents", "/jobs/{id}/logs"]
+    if endpoint_service is not None:
+        app.include_router(endpoints_router(endpoint_service))
+        app.include_router(runpod_router(endpoint_service))
+        app.include_router(endpoints_page_router())
+        endpoints += ["/endpoints", "/v2/{endpoint_id}/run", "/v2/{endpoint_id}/health"]
 
-    @app.get("/", include_in_schema=False)
-    def index() -> dict[str, Any]:
+    @app.get("/", include_in_schema=False, response_model=None)
+    def index(request: Request) -> dict[str, Any] | Response:
+        if wants_html(request.headers.get("accept", "")):  # a browser: the dashboard (docs/dashboard.md)
+            return RedirectResponse("/ui/", status_code=307)
         return {
             "name": "scalar",
             "docs": "/docs",
+            "dashboard": "/ui/",
             "openapi": "/openapi.json",
             "endpoints": endpoints,
         }
 
+    mount_dashboard(app)
     app.state.control_plane = control_plane
     _problems_in_openapi(app)
     return app

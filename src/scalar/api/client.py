@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 from pydantic import ValidationError
@@ -18,6 +19,10 @@ from scalar.wire.jobs import FieldProblem, ProblemDetails
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 SERVER_ENV = "SCALAR_SERVER"
+TOKEN_ENV = "SCALAR_TOKEN"
+TOKEN_FILE_ENV = "SCALAR_TOKEN_FILE"
+DEFAULT_TOKEN_FILE = Path(".scalar") / "admin.token"  # where `scalar up` (default --data-dir) saves it
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 START_HINT = "start it with `make run` or `scalar up`, or point --server (or $SCALAR_SERVER) at a running one"
 
 
@@ -25,6 +30,24 @@ def default_server(env: Mapping[str, str] | None = None) -> str:
     """``$SCALAR_SERVER`` when set, else ``http://127.0.0.1:8000``."""
     value = (os.environ if env is None else env).get(SERVER_ENV, "").strip()
     return value or DEFAULT_SERVER
+
+
+def default_token(base_url: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The API token to send: ``$SCALAR_TOKEN``, else the file ``$SCALAR_TOKEN_FILE``, else (only for a
+    server on loopback, so a local admin token never goes to another host) ``./.scalar/admin.token``."""
+    env = os.environ if env is None else env
+    token = env.get(TOKEN_ENV, "").strip()
+    if token:
+        return token
+    path = env.get(TOKEN_FILE_ENV, "").strip()
+    if not path:
+        if (urlsplit(base_url).hostname or "") not in _LOOPBACK_HOSTS:
+            return None
+        path = str(DEFAULT_TOKEN_FILE)
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 class ServerUnreachable(Exception):
@@ -70,10 +93,20 @@ class ScalarClient:
     """Calls the API at ``base_url``. Use as a context manager, or call ``close()``."""
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 15.0, transport: httpx.BaseTransport | None = None
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 15.0,
+        transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
     ):
+        """``token`` (default: ``default_token``) is sent as ``Authorization: Bearer``."""
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, transport=transport)
+        token = token or default_token(self.base_url)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, transport=transport, headers=headers
+        )
 
     def __enter__(self) -> ScalarClient:
         return self
@@ -118,4 +151,68 @@ class ScalarClient:
 
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("DELETE", f"/jobs/{quote(job_id, safe='')}")
+        return result
+
+    # ---- the cluster and the market (scalar status, explain, nodes, costs, orderbook, submit) ----
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        """``GET path`` with the query ``params`` (``None`` values left out)."""
+        query = {k: v for k, v in params.items() if v is not None}
+        result: dict[str, Any] = self._call("GET", path, params=query)
+        return result
+
+    def status(self) -> dict[str, Any]:
+        return self.get("/status")
+
+    def explain(self, job_id: str) -> dict[str, Any]:
+        return self.get(f"/jobs/{quote(job_id, safe='')}/explain")
+
+    def preview_job(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/jobs/preview", json=dict(body))
+        return result
+
+    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
+        return self.get("/nodes", include_gone=str(include_gone).lower())
+
+    def blocks(self, status: str | None = None) -> dict[str, Any]:
+        return self.get("/blocks", status=status)
+
+    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
+        return self.get("/autoscaler/status", all_groups=str(all_groups).lower())
+
+    def costs(self, points: int = 24) -> dict[str, Any]:
+        return self.get("/costs", points=points)
+
+    def orderbook(
+        self, instance_type: str, node_count: int = 1, gpus_per_node: int | None = None
+    ) -> dict[str, Any]:
+        return self.get(
+            "/orderbook", instance_type=instance_type, node_count=node_count, gpus_per_node=gpus_per_node
+        )
+
+    # ---- tokens and the audit log (admin; docs/security.md) ----
+
+    def whoami(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/whoami")
+        return result
+
+    def create_token(self, tenant: str, role: str, name: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"tenant": tenant, "role": role}
+        if name:
+            body["name"] = name
+        result: dict[str, Any] = self._call("POST", "/tokens", json=body)
+        return result
+
+    def list_tokens(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/tokens")
+        return result
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("DELETE", f"/tokens/{quote(token_id, safe='')}")
+        return result
+
+    def audit(self, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._call(
+            "GET", "/audit", params={k: v for k, v in params.items() if v is not None}
+        )
         return result

@@ -1,29 +1,55 @@
-"""``scalar endpoint validate``: check a serverless endpoint spec (seed 004) and print it normalized."""
+"""``scalar endpoint``: check, deploy, list, read, delete and follow serverless endpoints (seed 004).
+
+``validate`` works offline; ``deploy``, ``list``, ``get``, ``delete`` and ``logs`` talk to a running Scalar
+server (``--server``), except ``deploy --target runpod``, which sends RunPod's ``saveEndpoint`` directly
+(``SCALAR_RUNPOD_API_KEY``). Specs are JSON or YAML (docs/endpoints.md).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
+import yaml
 
 from scalar.cli.errors import user_errors
-from scalar.cli.inputs import InputError, parse_json_file
+from scalar.cli.inputs import InputError, parse_data, read_json
+from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import console, make_table, print_json
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.errors import InvalidSpecError
+from scalar.providers.base import ProviderError
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
 
 endpoint_app = typer.Typer(
     name="endpoint",
-    help="Serverless endpoint specs: which GPU groups and CUDA versions an endpoint may use.",
+    help="Serverless GPU endpoints: validate, deploy, list, get, delete and follow them.",
     no_args_is_help=True,
 )
 
 
+def _read_spec_data(path: Path) -> Any:
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        return read_json(path)
+    if not path.is_file():
+        raise InputError(str(path), None, "file not found; check the path")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(str(path), None, f"is not valid YAML ({exc})") from None
+
+
+def load_spec_file(path: Path) -> EndpointSpecFile:
+    return parse_data(str(path), _read_spec_data(path), EndpointSpecFile)
+
+
 def load_endpoint(path: Path) -> ServerlessEndpoint:
-    """Read SPEC.json into a normalized spec; every problem is an ``InputError`` naming file and field."""
-    spec_file = parse_json_file(path, EndpointSpecFile)
+    """Read SPEC.json (or .yaml) into a normalized spec; every problem is an ``InputError`` naming file and
+    field."""
+    spec_file = load_spec_file(path)
     try:
         return spec_file.to_domain()
     except InvalidSpecError as exc:
@@ -73,6 +99,156 @@ def validate(
         _print_summary(spec)
 
 
+def _spec_body(path: Path) -> tuple[dict[str, Any], ServerlessEndpoint]:
+    spec_file = load_spec_file(path)
+    try:
+        spec = spec_file.to_domain()
+        handler = spec_file.handler_ref()
+    except InvalidSpecError as exc:
+        problem = exc.problem if exc.hint is None else f"{exc.problem}. To fix: {exc.hint}"
+        raise InputError(str(path), exc.field, problem) from None
+    body = endpoint_to_json(spec)
+    if handler is not None:
+        body["handler"] = handler
+    return body, spec
+
+
+def _show(endpoint: dict[str, Any]) -> None:
+    out = console()
+    health = endpoint["health"]
+    rows = [
+        ["id", endpoint["id"]],
+        ["name", endpoint["name"]],
+        ["state", endpoint["state"]],
+        ["target", endpoint["target"]],
+        ["workers", " ".join(f"{k}={v}" for k, v in health["workers"].items())],
+        ["requests", " ".join(f"{k}={v}" for k, v in health["jobs"].items())],
+        ["latency_ms", f"p50={endpoint['latency_ms']['p50']} p99={endpoint['latency_ms']['p99']}"],
+        ["cost", f"${endpoint['cost']['cost_usd']} over {endpoint['cost']['worker_hours']} worker-h"],
+    ]
+    if endpoint.get("no_workers_reason"):
+        rows.append(["no workers", endpoint["no_workers_reason"]])
+    table = make_table(["field", "value"], rows, f"ENDPOINT {endpoint['name']}")
+    table.columns[1].overflow = "fold"
+    out.print(table)
+    if endpoint["scaling"]:
+        out.print(
+            make_table(
+                ["at", "action", "workers", "why"],
+                [
+                    [d["at"], d["action"], f"{d['workers_before']}->{d['workers_target']}", d["message"]]
+                    for d in endpoint["scaling"][:10]
+                ],
+                "SCALING DECISIONS (newest first)",
+            )
+        )
+
+
+def deploy(
+    spec_path: Path = typer.Argument(..., metavar="SPEC.yaml|json", help="The endpoint spec."),
+    target: str = typer.Option(
+        None, "--target", help="builtin (modeled GPUs), local (run the spec's Python handler) or runpod."
+    ),
+    server: str = server_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print the endpoint as JSON."),
+) -> None:
+    """Create the endpoint on the Scalar server (or on RunPod with --target runpod)."""
+    body, spec = _spec_body(spec_path)
+    for note in spec.notes:
+        sys.stderr.write(f"note: {spec_path}: {note.message}\n")
+    if target == "runpod":
+        from scalar.runtime.endpoints.runpod_deploy import deploy_to_runpod  # the runtime loads slowly
+
+        try:
+            remote_id = deploy_to_runpod(body, os.environ)
+        except ProviderError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            raise typer.Exit(1) from None
+        if as_json:
+            print_json({"target": "runpod", "id": remote_id, "spec": body})
+        else:
+            console().print(f"deployed {spec.name} to RunPod as endpoint {remote_id}")
+        return
+    params = {"target": target} if target else {}
+    created = call_server(server, lambda c: c._call("POST", "/endpoints", json=body, params=params))
+    if as_json:
+        print_json(created)
+    else:
+        _show(created)
+        console().print(f'call it: POST {server.rstrip("/")}/v2/{created["id"]}/run {{"input": {{...}}}}')
+
+
+def list_endpoints(
+    server: str = server_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The endpoints on the server with their workers and requests."""
+    found = call_server(server, lambda c: c.get("/endpoints"))
+    if as_json:
+        print_json(found)
+        return
+    rows = [
+        [
+            e["id"],
+            e["name"],
+            e["target"],
+            e["health"]["workers"]["ready"],
+            e["health"]["workers"]["initializing"] + e["health"]["workers"]["throttled"],
+            e["health"]["jobs"]["inQueue"],
+            e["latency_ms"]["p50"],
+            e["cost"]["cost_usd"],
+        ]
+        for e in found["endpoints"]
+    ]
+    console().print(
+        make_table(
+            ["id", "name", "target", "ready", "starting", "queued", "p50_ms", "cost_usd"], rows, "ENDPOINTS"
+        )
+    )
+
+
+def get_endpoint(
+    endpoint_id: str = typer.Argument(..., help="The endpoint id."),
+    server: str = server_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """One endpoint: workers, health, latency, cost and its latest scaling decisions."""
+    found = call_server(server, lambda c: c.get(f"/endpoints/{endpoint_id}"))
+    if as_json:
+        print_json(found)
+    else:
+        _show(found)
+
+
+def delete_endpoint(
+    endpoint_id: str = typer.Argument(..., help="The endpoint id."),
+    server: str = server_option(),
+) -> None:
+    """Delete an endpoint: its workers stop and its queued requests are cancelled."""
+    call_server(server, lambda c: c._call("DELETE", f"/endpoints/{endpoint_id}"))
+    console().print(f"deleted {endpoint_id}")
+
+
+def endpoint_logs(
+    endpoint_id: str = typer.Argument(..., help="The endpoint id."),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="At most this many lines."),
+    server: str = server_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Scaling decisions and worker moves, newest first."""
+    found = call_server(server, lambda c: c.get(f"/endpoints/{endpoint_id}/logs", limit=limit))
+    if as_json:
+        print_json(found)
+        return
+    for line in found["lines"]:
+        console().print(f"{line['at']}  {line['kind']:<8} {line['code']:<16} {line['message']}")
+
+
 def register(app: typer.Typer) -> None:
     endpoint_app.command("validate")(user_errors(validate))
+    endpoint_app.command("deploy")(user_errors(deploy))
+    endpoint_app.command("list")(user_errors(list_endpoints))
+    endpoint_app.command("get")(user_errors(get_endpoint))
+    endpoint_app.command("delete")(user_errors(delete_endpoint))
+    endpoint_app.command("logs")(user_errors(endpoint_logs))
     app.add_typer(endpoint_app, name="endpoint")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import typer
 
@@ -16,8 +17,17 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        help="API token for the server (default $SCALAR_TOKEN, else ./.scalar/admin.token on loopback).",
+        show_default=False,
+    ),
+) -> None:
     """Scalar: buy GPU capacity where it is cheapest, slice it, pack work onto it, and explain why."""
+    if token:  # read by scalar.api.client.default_token
+        os.environ["SCALAR_TOKEN"] = token
 
 
 # Each module registers its own commands with ``register(app)``.
@@ -34,7 +44,14 @@ COMMAND_MODULES = (
     "up",
     "submit",
     "jobs",
+    "status",
+    "explain",
+    "nodes",
+    "costs",
+    "agent",
+    "logs",
     "controller",
+    "token",
 )
 
 for _name in COMMAND_MODULES:

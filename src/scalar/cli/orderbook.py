@@ -10,8 +10,11 @@ from pathlib import Path
 
 import typer
 
+from scalar.cli.cluster_output import fetch
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.inputs import InputError, parse_json_file
+from scalar.cli.jobs import server_option
+from scalar.cli.orderbook_live import print_live_book
 from scalar.cli.output import console, make_table, print_json
 from scalar.domain.orderbook import (
     OrderbookAnalysis,
@@ -118,18 +121,42 @@ def register(app: typer.Typer) -> None:
     @app.command("orderbook")
     @user_errors
     def orderbook(
-        book: Path = typer.Option(
-            ..., "--book", help="BOOK.json: {instance_type, asks[], bids[]} (see docs/formats/orderbook.md)."
+        book: Path | None = typer.Option(
+            None,
+            "--book",
+            help="BOOK.json: {instance_type, asks[], bids[]} (see docs/formats/orderbook.md). "
+            "Without it, the live book of the server (--server).",
         ),
-        nodes: int = typer.Option(..., "--nodes", help="Number of nodes to buy (>= 1)."),
-        gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (>= 1)."),
+        nodes: int = typer.Option(1, "--nodes", help="Number of nodes to buy (>= 1)."),
+        gpus_per_node: int | None = typer.Option(
+            None,
+            "--gpus-per-node",
+            help="GPUs per node (>= 1; default 8, or the N of NxMODEL on the server).",
+        ),
+        instance_type: str = typer.Option(
+            "8xH100", "--instance-type", help="The live book to read (without --book): 8xH100, 8xH200..."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the GET /orderbook response as JSON."),
+        server: str = server_option(),
     ) -> None:
-        """Which price to bid for NODES x GPUS_PER_NODE GPUs on an orderbook (seed 000), and why."""
+        """Which price to bid for NODES x GPUS_PER_NODE GPUs on an orderbook (seed 000), and why: from a
+        BOOK.json file, or from the running server's live book."""
         if nodes < 1:
             fail(f"--nodes: must be at least 1 (got {nodes})")
-        if gpus_per_node < 1:
+        if gpus_per_node is not None and gpus_per_node < 1:
             fail(f"--gpus-per-node: must be at least 1 (got {gpus_per_node})")
+        if book is None:
+            live = fetch(
+                server,
+                f"the {instance_type} book",
+                lambda c: c.orderbook(instance_type, nodes, gpus_per_node),
+            )
+            if as_json:
+                print_json(live)
+                return
+            print_live_book(live)
+            return
+        gpus_per_node = 8 if gpus_per_node is None else gpus_per_node
         parsed = parse_json_file(book, OrderbookFile)
         named = _GPUS_IN_NAME.match(parsed.instance_type)
         if named and int(named.group(1)) != gpus_per_node:

@@ -33,7 +33,13 @@ COLUMNS = [
     "interruption_rate",
     "age",
     "fresh",
+    "flags",
 ]
+
+
+class Source(StrEnum):
+    builtin = "builtin"
+    live = "live"
 
 
 class PricesClient(ScalarClient):
@@ -123,6 +129,8 @@ def _row(r: Mapping[str, Any]) -> list[Any]:
         None if rate is None else f"{rate:g}",
         age_text(r.get("age_s")) if r["source"] == "live" else "now",
         "STALE" if r.get("stale") else "ok",
+        ", ".join(f["code"] for f in r.get("flags") or ())
+        + ("" if r.get("trusted", True) else " (not quoted)"),
     ]
 
 
@@ -135,6 +143,9 @@ def register(app: typer.Typer) -> None:
         spot: bool | None = typer.Option(
             None, "--spot/--on-demand", help="Only spot, or only on-demand offers (default: both)."
         ),
+        source: Source | None = typer.Option(
+            None, "--source", help="Only built-in market offers, or only live (real providers') offers."
+        ),
         sort: SortKey = typer.Option(SortKey.price, "--sort", help="Sort key (price: $/GPU-hour)."),
         descending: bool = typer.Option(False, "--desc", help="Sort descending."),
         server: str = server_option(),
@@ -143,11 +154,13 @@ def register(app: typer.Typer) -> None:
         """Offers of the built-in market and of the real providers the server collects, cheapest first.
 
         Live offers show their age; STALE ones are a provider's last good prices kept after a failed fetch
-        (`scalar providers` shows why)."""
+        (`scalar providers` shows why). FLAGS are the catalog's anomaly rules applied to the live fetch;
+        a flagged, untrusted offer is listed but not quoted."""
         params = {
             "gpu_model": gpu_model,
             "provider": provider,
             "spot": None if spot is None else str(spot).lower(),
+            "source": None if source is None else source.value,
             "sort": SORT_PARAM[sort],
             "descending": str(descending).lower(),
         }

@@ -9,7 +9,7 @@ from scalar.cli.jobs import server_option, short_time
 from scalar.cli.output import make_table, print_json
 from scalar.cli.prices import age_text, call_prices, print_wide
 
-COLUMNS = ["provider", "state", "last_success", "age", "offers", "last_error"]
+COLUMNS = ["provider", "state", "sells", "last_success", "age", "offers", "flagged", "last_error"]
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the GET /providers response as JSON."),
     ) -> None:
         """Each real provider (SFCompute, Prime Intellect, RunPod, AWS, Azure, GCP): ok, stale (last good
-        prices kept after a failed fetch), error, disabled (and how to enable it) or pending."""
+        prices kept after a failed fetch), error, disabled (and how to enable it) or pending. SELLS says who
+        the controller buys from under that name: live (this real client), builtin (the built-in market; the
+        real provider gives prices only) or none."""
         body = call_prices(server, lambda client: client.providers())
         if as_json:
             print_json(body)
@@ -34,9 +36,11 @@ def register(app: typer.Typer) -> None:
                 [
                     p["name"],
                     p["state"],
+                    p.get("sells"),
                     short_time(p.get("last_success_at")),
                     age_text(p.get("age_s")),
                     p.get("offer_count") if p["enabled"] else None,
+                    p.get("anomaly_count") if p["enabled"] else None,
                     error,
                 ]
             )

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
+from scalar.cli import submit_preview
 from scalar.cli.errors import USAGE_ERROR, fail, user_errors
 from scalar.cli.inputs import read_json
 from scalar.cli.jobs import call_server, placement_lines, server_option
@@ -33,6 +34,9 @@ FLAGS: dict[str, str] = {
     "name": "--name",
     "gpu_models": "--gpu-model",
     "share_gpu": "--share-gpu",
+    "command": "COMMAND (after --)",
+    "env": "--env",
+    "workdir": "--workdir",
 }
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
@@ -78,6 +82,17 @@ def _check_locally(body: dict[str, Any], from_flags: set[str], file: Path | None
         raise typer.Exit(USAGE_ERROR) from None
 
 
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` flags as a mapping; a flag without ``=`` is named in the error."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            fail(f"--env {item!r}: write NAME=VALUE, e.g. --env SEED=1")
+        out[name] = value
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command("submit")
     @user_errors
@@ -106,15 +121,37 @@ def register(app: typer.Typer) -> None:
             None, "--file", help="JOB.json: the POST /jobs body (see docs/api.md); flags override its fields."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the accepted job as JSON."),
+        yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask before a job that needs a purchase."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Only show what the job would cost and whether it needs a purchase."
+        ),
+        wait: bool = typer.Option(
+            False, "--wait", help="Follow the job until it runs or ends, with progress."
+        ),
         server: str = server_option(),
+        env: list[str] | None = typer.Option(
+            None, "--env", help="NAME=VALUE for the command's environment (repeat for several)."
+        ),
+        workdir: str | None = typer.Option(None, "--workdir", help="The command's working directory."),
+        command: list[str] | None = typer.Argument(
+            None, help="What to run, after --: `scalar submit --gpus 1 -- python train.py` (default 1 GPU)."
+        ),
     ) -> None:
-        """Submit a job to a running Scalar server (`scalar up`) and print its id and state."""
+        """Submit a job to a running Scalar server (`scalar up`) and print its id and state.
+
+        It first shows what the job would cost (POST /jobs/preview) and, when capacity must be bought,
+        asks before spending: -y skips the question, --dry-run only shows the preview.
+
+        With a command (after --) the job runs as a process on a node with a Scalar agent
+        (docs/agent.md); without one it is a pure reservation. Read its output with `scalar logs JOB`."""
         from_file: dict[str, Any] = {}
         if file is not None:
             data = read_json(file)
             if not isinstance(data, dict):
                 fail(f"{file}: must hold a JSON object with the job's fields (see docs/api.md)")
             from_file = data
+        elif command:
+            gpus = 1 if gpus is None else gpus
         elif gpus is None:
             fail(
                 "give the job's GPUs with --gpus N (and --vram-gb, --duration, --tier ...), or --file JOB.json"
@@ -130,6 +167,9 @@ def register(app: typer.Typer) -> None:
             "name": name,
             "gpu_models": gpu_model or None,
             "share_gpu": share_gpu,
+            "command": list(command) if command else None,
+            "env": _env_pairs(env) if env else None,
+            "workdir": workdir,
         }
         if duration is not None:
             try:
@@ -142,7 +182,18 @@ def register(app: typer.Typer) -> None:
             body.setdefault("tier", "FAST")
         job = _check_locally(body, set(given), file)
 
-        accepted = call_server(server, lambda c: c.submit_job(job.model_dump(exclude_none=True)))
+        fields = job.model_dump(exclude_none=True)
+        preview = submit_preview.fetch_preview(server, fields)
+        if dry_run:
+            submit_preview.dry_run(preview, as_json)
+            return
+        if preview is not None:
+            submit_preview.show_preview(preview, to_stderr=as_json)
+            if preview.get("needs_purchase") and not yes:
+                submit_preview.confirm(preview)
+        accepted = call_server(server, lambda c: c.submit_job(fields))
+        if wait:
+            accepted = submit_preview.follow(server, accepted, quiet=as_json)
         if as_json:
             print_json(accepted)
             return

@@ -24,6 +24,7 @@ from typing import Any
 
 import typer
 
+from scalar.cli.agent import LOCAL_FAKE_GPUS, start_local_agent, stop_local_agent
 from scalar.cli.errors import fail, user_errors
 
 STARTUP_FAILED = 1
@@ -235,7 +236,12 @@ def banner(url: str, settings: Any, demo: bool) -> list[str]:
         ),
         "Submit a job:",
         f"  scalar submit --server {url} --gpus 2 --vram-gb 40 --duration 2m --tier FAST",
-        f"  curl -X POST {url}/jobs -H 'content-type: application/json' -d '{example}'",
+        f"  curl -X POST {url}/jobs -H 'content-type: application/json' -d '{example}'"
+        + (
+            f' -H "Authorization: Bearer $(cat {Path(settings.data_dir) / "admin.token"})"'
+            if getattr(settings, "auth_required", False)
+            else ""
+        ),
         f"Watch jobs:  scalar jobs --server {url}",
         "Stop: Ctrl-C (the state is kept; `scalar up` again resumes it).",
     ]
@@ -306,6 +312,8 @@ def run_up(settings: Any) -> int:
             control_plane.stop()
         return STARTUP_FAILED
     workers: list[threading.Thread] = []
+    local_agent = None
+    admin_token = _local_admin_token(control_plane, settings)
     server, server_thread = _serve(create_app(control_plane), sock)
     code = 0
     try:
@@ -318,6 +326,8 @@ def run_up(settings: Any) -> int:
         url = base_url(settings.host, sock)
         for line in banner(url, settings, settings.demo):
             say(line)
+        for line in auth_lines(settings, admin_token):
+            say(line)
         reporter = JobReporter(control_plane, stopper.event)
         reporter.start()
         workers.append(reporter)
@@ -326,6 +336,10 @@ def run_up(settings: Any) -> int:
             demo = DemoWorkload(control_plane, seed=seed, time_scale=settings.time_scale, stop=stopper.event)
             demo.start()
             workers.append(demo)
+            # a local node agent with fake GPUs, so jobs with a command run as processes (docs/agent.md)
+            local_agent = start_local_agent(control_plane, url, Path(settings.data_dir))
+            for line in local_agent_lines(url, Path(settings.data_dir)):
+                say(line)
         while not stopper.event.wait(0.5):
             if not server_thread.is_alive():
                 sys.stderr.write("error: the API server stopped unexpectedly\n")
@@ -333,6 +347,8 @@ def run_up(settings: Any) -> int:
                 break
     finally:
         stopper.event.set()
+        if local_agent is not None:
+            stop_local_agent(local_agent)
         for worker in workers:
             worker.join(timeout=5)
         server.should_exit = True
@@ -341,6 +357,39 @@ def run_up(settings: Any) -> int:
         control_plane.stop()
     say(f"[{stamp()}] stopped; the state is kept in {_redact(settings.database_url)}")
     return code
+
+
+def local_agent_lines(url: str, data_dir: Path) -> list[str]:
+    return [
+        f"Local agent {LOCAL_FAKE_GPUS} (fake GPUs), output in {data_dir / 'agent.log'}; run a command:",
+        f"  scalar submit --server {url} -- python -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"",
+        f"  scalar logs --server {url} JOB",
+    ]
+
+
+def _local_admin_token(control_plane: Any, settings: Any) -> str | None:
+    """On the first start with authentication on: a new admin token, saved 0600 in the data dir."""
+    from scalar.runtime.auth import ensure_local_admin_token
+
+    if not settings.auth_required:
+        return None
+    return ensure_local_admin_token(control_plane.tokens, Path(settings.data_dir))
+
+
+def auth_lines(settings: Any, admin_token: str | None) -> list[str]:
+    """What the banner says about authentication (docs/security.md); the new admin token, once."""
+    from scalar.runtime.auth import token_file
+
+    if not settings.auth_required:
+        return ["Auth        OFF (--no-auth): anyone who can reach this loopback address acts as admin"]
+    path = token_file(Path(settings.data_dir)).resolve()
+    lines = [f"Auth        API tokens required; the admin token is in {path} (the CLI reads it)"]
+    if admin_token is not None:
+        lines += [
+            "Admin token (shown this once; create more with `scalar token create`):",
+            f"  {admin_token}",
+        ]
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -363,6 +412,9 @@ def register(app: typer.Typer) -> None:
         ),
         seed: int | None = typer.Option(None, "--seed", help="Seed of the built-in market and the demo."),
         log_level: str = typer.Option("warning", "--log-level", help="debug, info, warning or error."),
+        no_auth: bool = typer.Option(
+            False, "--no-auth", help="Serve without API tokens (refused unless --host is loopback)."
+        ),
     ) -> None:
         """Run Scalar: the API server, the control plane and the built-in market, in one process."""
         from scalar.runtime import SettingsError, load_settings
@@ -384,9 +436,17 @@ def register(app: typer.Typer) -> None:
             "time_scale": time_scale,
             "market_seed": seed,
             "demo": demo or None,
+            "auth_required": False if no_auth else None,
         }
         try:
             settings = load_settings(config, overrides, os.environ)
         except SettingsError as exc:
             fail(str(exc))
+        from scalar.runtime.auth import is_loopback_only
+
+        if not settings.auth_required and not is_loopback_only(settings.host):
+            fail(
+                f"--no-auth: refused while serving on {settings.host}, which other machines can reach; "
+                "serve on 127.0.0.1 (--host 127.0.0.1), or keep authentication on"
+            )
         raise typer.Exit(run_up(settings))

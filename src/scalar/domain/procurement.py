@@ -13,6 +13,13 @@ rules, in order:
 4. Within a preference class: preferred regions first, then the arbitrage default score (price per
    needed GPU-hour, availability, GPU efficiency).
 
+A need may say the CPU and RAM its jobs ask for: a shape then covers it with as many nodes as the
+scarcest of GPUs, CPU and RAM demands (a 20-vCPU node holds one 12-core job whatever its GPU count).
+``hosting_cost_per_hour`` prices one job on one shape (the whole nodes that hold it and the alike jobs
+waiting with it, shared out by dominant share) and ``cost_band`` keeps the shapes within
+``host_cost_tolerance`` of the cheapest: the engine routes each job only to those, and the seed's order
+above decides among them (docs/decisions/procurement.md).
+
 ``priorities_for_groups`` turns the ranking into routing's group priorities (lower = preferred, Iris
 style). ``sustained_gpu_demand`` and ``plan_consolidation`` implement "prefer SFCompute for sustained
 demand >= 8 GPUs": the sustained part of the demand goes onto whole 8-GPU blocks.
@@ -40,6 +47,7 @@ from scalar.domain.tier import Tier
 
 BLOCK_GPUS = 8  # an SFCompute node: 8xH100
 DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
+DEFAULT_HOST_COST_TOLERANCE = Decimal("1.10")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +65,13 @@ class CapacityNeed:
     gpu_models: tuple[str, ...] = ()
     min_gpus_per_node: int = 1
     preferred_regions: tuple[str, ...] = ()
+    cpu_cores: float = 0.0  # total over the need's jobs (per node of a gang); 0 = not limiting
+    ram_gb: float = 0.0
 
     def __post_init__(self) -> None:
+        for name, value in (("cpu_cores", self.cpu_cores), ("ram_gb", self.ram_gb)):
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidSpecError(name, f"must be a finite number >= 0, got {value}")
         if self.gpu_count < 1:
             raise InvalidSpecError("gpu_count", f"must be at least 1, got {self.gpu_count}")
         if self.min_gpus_per_node < 1:
@@ -83,6 +96,8 @@ class ProcurementPolicy:
     block_gpus: int = BLOCK_GPUS
     small_provider: str = PRIME
     large_provider: str = SFCOMPUTE
+    # A job is routed only to shapes hosting it within this factor of the cheapest host (``cost_band``).
+    host_cost_tolerance: Decimal = DEFAULT_HOST_COST_TOLERANCE
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour
@@ -171,6 +186,24 @@ def _exclusion(o: Offer, cn: CapacityNeed, cap: Decimal | None) -> Reason | None
     return None
 
 
+def _cpu_ram_text(need: CapacityNeed) -> str:
+    if need.cpu_cores <= 0 and need.ram_gb <= 0:
+        return ""
+    return f" ({need.cpu_cores:g} CPU cores, {need.ram_gb:g} GB RAM)"
+
+
+def nodes_to_cover(need: CapacityNeed, offer: Offer) -> int:
+    """Nodes of ``offer``'s shape the need fills: the most its GPUs, CPU or RAM take (at least 1)."""
+    if offer.gpu_count <= 0:
+        return 1
+    nodes = max(1, math.ceil(need.gpu_count / offer.gpu_count))
+    if need.cpu_cores > 0 and offer.vcpu > 0:
+        nodes = max(nodes, math.ceil(need.cpu_cores / offer.vcpu - 1e-9))
+    if need.ram_gb > 0 and offer.memory_gb > 0:
+        nodes = max(nodes, math.ceil(need.ram_gb / offer.memory_gb - 1e-9))
+    return nodes
+
+
 def _score(offer: Offer, need: CapacityNeed, nodes: int) -> float:
     """The arbitrage default score with the need's economics: price per needed GPU-hour, GPU efficiency."""
     cost = offer.price_per_hour * nodes
@@ -192,7 +225,7 @@ def rank_offers(
     included: list[tuple[Offer, int, float, Reason]] = []
     excluded: list[RankedOffer] = []
     for offer in offers:
-        nodes = max(1, math.ceil(need.gpu_count / offer.gpu_count)) if offer.gpu_count > 0 else 1
+        nodes = nodes_to_cover(need, offer)
         cost = offer.price_per_hour * nodes
         why_not = _exclusion(offer, need, cap)
         if why_not is not None:
@@ -204,7 +237,8 @@ def rank_offers(
         fits = Reason(
             "fits",
             f"{nodes} x {offer.instance_type} ({offer.gpu_count:g} x {offer.gpu_model or 'GPU'}) covers "
-            f"{need.gpu_count} GPUs at {_money(cost)}/h ({_money(offer.price_per_gpu_hour)}/GPU-h, {cap_text})",
+            f"{need.gpu_count} GPUs{_cpu_ram_text(need)} at {_money(cost)}/h "
+            f"({_money(offer.price_per_gpu_hour)}/GPU-h, {cap_text})",
             resource="gpus",
             need=need.gpu_count,
             have=nodes * offer.gpu_count,
@@ -302,6 +336,52 @@ def rank_offers(
             )
         )
     return ranked + excluded
+
+
+# ---- one job's cost on a shape -------------------------------------------------------------------------
+
+
+def hosting_cost_per_hour(
+    offer: Offer,
+    *,
+    gpu_count: int,
+    cpu_cores: float = 0.0,
+    ram_gb: float = 0.0,
+    vram_per_gpu_gb: float = 0.0,
+    share_gpu: bool = False,
+    jobs: int = 1,
+) -> Decimal | None:
+    """What one of ``jobs`` alike jobs costs per hour on ``offer``'s shape: the whole nodes that hold all of
+    them, shared out. Each job takes its dominant share (GPUs, CPU or RAM per node, whichever it takes most
+    of) of the nodes it needs; a job sharing a GPU takes its part of one GPU's memory. ``None`` for a
+    GPU-less shape.
+
+    One job pays whole nodes (a lone 2-GPU job on an 8-GPU node pays all 8); many jobs approach their
+    dominant share (1-GPU jobs asking 12 cores each fill a 4-GPU, 20-vCPU node one at a time: 12/20 of it).
+    """
+    if offer.gpu_count <= 0 or jobs < 1:
+        return None
+    nodes = max(1, math.ceil(gpu_count / offer.gpu_count))
+    if share_gpu and 0 < vram_per_gpu_gb < offer.gpu_memory_gb:
+        share = vram_per_gpu_gb / offer.gpu_memory_gb / offer.gpu_count
+    else:
+        share = gpu_count / (nodes * offer.gpu_count)
+    if cpu_cores > 0 and offer.vcpu > 0:
+        share = max(share, cpu_cores / offer.vcpu)
+    if ram_gb > 0 and offer.memory_gb > 0:
+        share = max(share, ram_gb / offer.memory_gb)
+    share = min(1.0, share)
+    node_sets = max(1, math.ceil(jobs * share - 1e-9))
+    return offer.price_per_hour * nodes * node_sets / jobs
+
+
+def cost_band(costs: dict[str, Decimal], tolerance: Decimal = DEFAULT_HOST_COST_TOLERANCE) -> tuple[str, ...]:
+    """The names whose cost is within ``tolerance`` x the cheapest, in input order (none for no costs)."""
+    if not costs:
+        return ()
+    cheapest = min(costs.values())
+    limit = cheapest * tolerance
+    return tuple(name for name, cost in costs.items() if cost <= limit)
 
 
 # ---- routing priorities ---------------------------------------------------------------------------------

@@ -6,6 +6,10 @@
    GPUs (a node's worth); then all of it is routed together.
 2. Priorities: procurement ranks each tier's groups from their live offers (``rank_offers`` +
    ``priorities_for_groups``); it is the one owner of provider choice, routing takes its order as is.
+   The need counts the CPU cores and RAM the tier's jobs ask for as well as their GPUs. Each job's
+   eligible groups are then narrowed to its cost band (``cheapest_hosts``: within procurement's
+   ``host_cost_tolerance`` of the cheapest group that can host it now, per ``hosting_cost_per_hour``; a
+   FAST job draws its band among the seed's preferred provider's groups when that provider can host it).
 3. Routing: ``route_demand`` over every group (and gang views). In-flight slices (REQUESTING, BOOTING,
    INITIALIZING) are pending capacity, so demand already bought for is never bought twice.
 4. Purchases: each launch becomes one ``BuyCapacity`` at a limit price: the orderbook's optimal price
@@ -25,23 +29,28 @@ from decimal import Decimal
 from scalar.domain.errors import DomainError
 from scalar.domain.market import CapacityRequest, NodeState
 from scalar.domain.orderbook import analyze_orderbook, format_usd
-from scalar.domain.packing_model import order_pending
+from scalar.domain.packing_model import Job, order_pending
 from scalar.domain.packing_text import fmt_duration, fmt_num
 from scalar.domain.procurement import (
     CapacityNeed,
     ProcurementPolicy,
     ScaleGroupShape,
+    cost_band,
+    hosting_cost_per_hour,
     priorities_for_groups,
     rank_offers,
 )
 from scalar.domain.reasons import Reason
 from scalar.domain.routing import route_demand
-from scalar.domain.routing_model import RoutedCode, RoutingDecision
+from scalar.domain.routing_model import Availability, RoutedCode, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import BuyCapacity
+from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
+from scalar.engine.budget import fit_launch
 from scalar.engine.config import ControllerConfig
 from scalar.engine.groups import (
     Eligibility,
+    availability_of,
     base_of,
     demand_entry,
     eligibility,
@@ -73,12 +82,24 @@ class Price:
     reason: Reason
 
 
-def update_priorities(state: ClusterState, config: ControllerConfig, demand_gpus: dict[Tier, int]) -> None:
+def update_priorities(
+    state: ClusterState,
+    config: ControllerConfig,
+    demand_gpus: dict[Tier, int],
+    demand_cpu_ram: dict[Tier, tuple[float, float]] | None = None,
+) -> None:
     """Procurement ranks each tier's groups; the ranks become routing priorities (1 = first).
 
-    The ranking depends only on the groups' offers, the GPUs each tier needs and the config, so it is kept
-    while none of them changed (the same ranks, without ranking hundreds of offers every step)."""
-    key = (state.offers_version, tuple(max(1, demand_gpus.get(t, 0)) for t in Tier))
+    The need is the tier's GPUs and the CPU cores and RAM its jobs ask for (a shape covers it with as many
+    nodes as the scarcest of the three takes). The ranking depends only on the groups' offers, that demand
+    and the config, so it is kept while none of them changed (the same ranks, without ranking hundreds of
+    offers every step)."""
+    cpu_ram = demand_cpu_ram or {}
+    key = (
+        state.offers_version,
+        tuple(max(1, demand_gpus.get(t, 0)) for t in Tier),
+        tuple(cpu_ram.get(t, (0.0, 0.0)) for t in Tier),
+    )
     if key == state.priorities_key:
         return
     state.priorities_key = key
@@ -99,7 +120,8 @@ def update_priorities(state: ClusterState, config: ControllerConfig, demand_gpus
         # Offers are ranked under their group's name, so that spot and on-demand shapes of one instance
         # type keep their own ranks (priorities_for_groups keys by provider and instance type).
         offers = [replace(r.offer, instance_type=r.name) for r in offered if r.offer is not None]
-        need = CapacityNeed(gpu_count=max(1, demand_gpus.get(tier, 0)), tier=tier)
+        cpu, ram = cpu_ram.get(tier, (0.0, 0.0))
+        need = CapacityNeed(gpu_count=max(1, demand_gpus.get(tier, 0)), tier=tier, cpu_cores=cpu, ram_gb=ram)
         ranked = rank_offers(need, offers, policy)
         shapes = [ScaleGroupShape(r.name, r.provider, r.name, tier) for r in offered]
         priorities = priorities_for_groups(ranked, shapes, tier=tier)
@@ -224,6 +246,19 @@ def _placement_text(rec: JobRecord, margin_s: float) -> str:
     return ", ".join(parts)
 
 
+def _shape_key(job: Job) -> tuple[object, ...]:
+    """Jobs with the same key have the same eligible groups and the same cost on each."""
+    return (
+        job.tier,
+        job.gpu_count,
+        job.vram_per_gpu_gb,
+        job.cpu_cores,
+        job.ram_gb,
+        job.gpu_models,
+        job.share_gpu,
+    )
+
+
 class _Round:
     """One autoscaling pass (mutable, private)."""
 
@@ -232,6 +267,9 @@ class _Round:
         self.config = config
         self.now = now
         self.unmet: list[UnmetDemandView] = []
+        self.policy = ProcurementPolicy()
+        self._headrooms: dict[str, int] = {}
+        self._flying: set[str] | None = None
 
     def demand(self) -> list[tuple[JobRecord, Eligibility]]:
         records = [self.state.jobs[j] for j in self.state.pending_ids]
@@ -248,23 +286,49 @@ class _Round:
                     UnmetDemandView(tuple(r.spec.job_id for r in flex), FLEX_WAITING, verdict.message)
                 )
                 queue = [r for r in queue if r.job is not None and r.job.tier is not Tier.FLEX]
+        if not self.config.agent_providers:
+            # A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent,
+            # so buying for it would buy capacity it can never use (issue 9).
+            commands = [r for r in queue if r.spec.command]
+            for rec in commands:
+                why = rec.placement.message if rec.placement is not None else "no agent-backed node has room"
+                reason = Reason(NEEDS_AGENT_NODE, f"waits for a node with a Scalar agent: {why}")
+                rec.routing, rec.routing_group, rec.reason = reason, None, reason
+            if commands:
+                self.unmet.append(
+                    UnmetDemandView(
+                        tuple(r.spec.job_id for r in commands), NEEDS_AGENT_NODE, "needs an agent node"
+                    )
+                )
+                queue = [r for r in queue if not r.spec.command]
         queue = queue[: self.config.max_demand_entries]
         gpus: dict[Tier, int] = {}
+        cpu_ram: dict[Tier, tuple[float, float]] = {}
         for rec in queue:
             if rec.job is not None:
-                gpus[rec.job.tier] = gpus.get(rec.job.tier, 0) + rec.job.gpu_count
+                t = rec.job.tier
+                gpus[t] = gpus.get(t, 0) + rec.job.gpu_count
+                cpu, ram = cpu_ram.get(t, (0.0, 0.0))
+                cpu_ram[t] = (cpu + rec.job.cpu_cores, ram + rec.job.ram_gb)
         # Procurement ranks the groups for this demand first: its exclusions decide eligibility.
-        update_priorities(self.state, self.config, gpus)
+        update_priorities(self.state, self.config, gpus, cpu_ram)
         groups = list(self.state.groups.values())
         cache: dict[tuple[object, ...], Eligibility] = {}
         out: list[tuple[JobRecord, Eligibility]] = []
+        alike: dict[tuple[object, ...], int] = {}
+        for rec in queue:
+            if rec.job is not None:
+                alike[_shape_key(rec.job)] = alike.get(_shape_key(rec.job), 0) + 1
         for rec in queue:
             job = rec.job
             assert job is not None
-            key = (job.tier, job.gpu_count, job.vram_per_gpu_gb, job.cpu_cores, job.ram_gb, job.gpu_models)
+            key = _shape_key(job)
             where = cache.get(key)
-            if where is None:
-                where = eligibility(job, groups, self.config)
+            if rec.spec.command:  # a command runs only where an agent runs (scalar.engine.agents)
+                allowed = agent_views(self.state, self.config, eligibility(job, groups, self.config))
+                where = self.cheapest_hosts(job, allowed, alike[key])
+            elif where is None:
+                where = self.cheapest_hosts(job, eligibility(job, groups, self.config), alike[key])
                 cache[key] = where
             if not where.views:
                 why = where.summary() or "no scale group exists yet (no offers observed)"
@@ -276,6 +340,85 @@ class _Round:
                 continue
             out.append((rec, where))
         return out
+
+    def cheapest_hosts(self, job: Job, where: Eligibility, alike: int) -> Eligibility:
+        """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
+        that can take it now (available, with node headroom or capacity on its way): a job is not bought a
+        node that costs it clearly more than another shape would. ``alike`` jobs of its shape are waiting:
+        the cost is that of the nodes holding them all, shared out. A FAST job keeps the seed's size rule
+        when the preferred provider can host it now (Prime's pods start in minutes, VMs in up to ten): its
+        band is drawn among that provider's groups. The seed's ranking decides within the band."""
+        if len(where.views) < 2:
+            return where
+        priced: dict[str, Decimal] = {}
+        for view in where.views:
+            rec = self.state.groups[base_of(view)[0]]
+            if rec.offer is None or availability_of(rec, self.now)[0] is not Availability.AVAILABLE:
+                continue
+            if self._headroom(rec) <= 0 and not self._in_flight(rec.name):
+                continue
+            cost = hosting_cost_per_hour(
+                rec.offer,
+                gpu_count=job.gpu_count,
+                cpu_cores=job.cpu_cores,
+                ram_gb=job.ram_gb,
+                vram_per_gpu_gb=job.vram_per_gpu_gb,
+                share_gpu=job.share_gpu,
+                jobs=alike,
+            )
+            if cost is not None:
+                priced[view] = cost
+        costs = priced
+        preferred = self.policy.preferred_provider(job.gpu_count)
+        if job.tier is Tier.FAST:
+            mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
+            costs = mine or priced
+        band = set(cost_band(costs, self.policy.host_cost_tolerance))
+        if not band or len(band) == len(where.views):
+            return where
+        cheapest = min(costs.values())
+        limit = cheapest * self.policy.host_cost_tolerance
+        dropped: list[tuple[str, Reason]] = []
+        for view in where.views:
+            if view not in priced or view in band:
+                continue
+            if view in costs:
+                why = Reason(
+                    "costlier_host",
+                    f"{view} would host it at {format_usd(priced[view])}/h, over "
+                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {format_usd(cheapest)}/h",
+                    "cost_per_hour",
+                    str(cheapest),
+                    str(priced[view]),
+                    str(limit),
+                )
+            else:
+                why = Reason(
+                    "fast_keeps_preferred_provider",
+                    f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now "
+                    f"(seed 000's size rule); {view} would cost {format_usd(priced[view])}/h",
+                    "provider",
+                    preferred,
+                    self.state.groups[base_of(view)[0]].provider,
+                )
+            dropped.append((view, why))
+        views = tuple(v for v in where.views if v in band or v not in priced)
+        return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
+
+    def _headroom(self, rec: GroupRecord) -> int:
+        found = self._headrooms.get(rec.name)
+        if found is None:
+            found = self._headrooms[rec.name] = node_headroom(self.state, rec)
+        return found
+
+    def _in_flight(self, group: str) -> bool:
+        if self._flying is None:
+            self._flying = {
+                self.state.slices[sid].group
+                for sid in self.state.live_slice_ids
+                if self.state.slices[sid].state is not NodeState.READY
+            }
+        return group in self._flying
 
     def run(self) -> None:
         demand = self.demand()
@@ -394,6 +537,22 @@ class _Round:
         allowance = self.config.safety_margin_s + self.config.request_timeout_s + self.config.boot_timeout_s
         longest = max((r.job.expected_duration_sec for r in jobs if r.job is not None), default=0.0)
         duration = max(contract, math.ceil(longest + allowance)) if jobs else contract
+        if self.config.budgets:  # spend limits (engine/budget.py): a job over one waits, told the numbers
+            key = f"act-{self.state.counters.get('act', 0) + 1:06d}"
+            per_launch = price.per_gpu_hour * unit * int(offer.gpu_count)
+            ids = [r.spec.job_id for r in jobs]
+            fit = fit_launch(
+                self.state, self.config.budgets, key, per_launch, launches, duration, ids, self.now
+            )
+            for r in jobs:
+                over = fit.refused.get(r.spec.job_id)
+                if over is not None:  # keep the numbers (limit, committed, this purchase) on the job's reason
+                    self._unmet([r], over)
+                    r.reason = replace(over, message=f"cannot buy capacity for it now: {over.message}")
+            if not fit.launches:
+                return
+            jobs = [r for r in jobs if r.spec.job_id in fit.job_ids]
+            launches, nodes = fit.launches, fit.launches * unit
         request = CapacityRequest(
             provider=rec.provider,
             instance_type=rec.instance_type,

@@ -20,6 +20,7 @@ from typing import Any
 
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.tier import Tier
+from scalar.engine.budget import BudgetLimit, limits_from_list
 
 DAY_S = 86_400
 DEFAULT_CONTRACT_LENGTH_S = 7 * DAY_S
@@ -153,6 +154,11 @@ class ControllerConfig:
     safety_margin_s: float = 300.0
     reservation_s: float = 600.0
     max_demand_entries: int = 2000
+    # Agents (issue 9): a job requeued after its node was LOST runs at most this many attempts, then fails;
+    # bought nodes of ``agent_providers`` are READY only once their agent registered.
+    max_job_attempts: int = 3
+    agent_providers: tuple[str, ...] = ()
+    budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):
@@ -187,6 +193,9 @@ class ControllerConfig:
             _positive(name, getattr(self, name), allow_zero=True)
         _count("flex_batch_gpus", self.flex_batch_gpus, 1)
         _count("max_demand_entries", self.max_demand_entries, 1)
+        _count("max_job_attempts", self.max_job_attempts, 1)
+        if not isinstance(self.agent_providers, tuple):
+            object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.tiers[tier].max_price_per_gpu_hour
@@ -210,6 +219,11 @@ class ControllerConfig:
                 kwargs[key] = tuple(_group_from_dict(f"scale_groups[{i}]", g) for i, g in enumerate(value))
             elif key == "tiers":
                 kwargs[key] = _tiers_from_dict(value)
+            elif key == "budgets":
+                try:
+                    kwargs[key] = limits_from_list(value)
+                except InvalidSpecError as err:
+                    raise ConfigError(err.field, err.problem, err.hint) from None
             else:
                 kwargs[key] = value
         return cls(**kwargs)
@@ -229,6 +243,8 @@ class ControllerConfig:
                     }
                     for t, c in value.items()
                 }
+            elif name == "budgets":
+                out[name] = [limit.to_dict() for limit in value]
             else:
                 out[name] = value
         return out

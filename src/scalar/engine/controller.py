@@ -19,6 +19,7 @@ report is ignored and written into the story. Only a naive ``now`` (no time zone
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import chain
@@ -29,10 +30,22 @@ from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
 from scalar.engine import queries
 from scalar.engine.actions import Action
+from scalar.engine.agents import (
+    hold_for_agent,
+    on_agent_registered,
+    on_assignment_reported,
+    on_host_registered,
+    requeue_lost,
+)
 from scalar.engine.autoscaler import autoscale
+from scalar.engine.budget import budgets_text
 from scalar.engine.config import ControllerConfig
 from scalar.engine.events import (
+    AgentRegistered,
+    AssignmentReported,
+    BudgetsChanged,
     Event,
+    HostRegistered,
     JobCancelRequested,
     JobSpec,
     JobStarted,
@@ -99,6 +112,15 @@ class Controller:
             self._started(event.job_id, event.node_id)
         elif isinstance(event, Tick):
             pass
+        elif isinstance(event, HostRegistered):
+            on_host_registered(self.state, event)
+        elif isinstance(event, AgentRegistered):
+            on_agent_registered(self.state, event)
+        elif isinstance(event, AssignmentReported):
+            on_assignment_reported(self.state, event)
+        elif isinstance(event, BudgetsChanged):  # spend limits are part of the log: a replay decides the same
+            self.config = dataclasses.replace(self.config, budgets=event.limits)
+            self.state.note("budgets", "budgets", Reason("budgets_changed", budgets_text(event.limits)))
         else:  # pragma: no cover - the Event union is closed
             raise TypeError(f"unknown event {type(event).__name__}")
 
@@ -172,6 +194,8 @@ class Controller:
         if report.job_id is not None:
             self._job_report(node.id, report.job_id, report.job_succeeded, report.reason)
         target = report.state
+        if target is not None:
+            target = hold_for_agent(self.config, node, target)
         if target is None or target is node.state or target is NodeState.REQUESTING:
             return
         if not is_legal("node", node.state, target):
@@ -188,6 +212,10 @@ class Controller:
         reason = Reason(f"node_{target.value}", f"node {node.id}: {why}")
         if target in (NodeState.FAILED, NodeState.TERMINATED):
             lose_node(state, node, target, reason)
+        elif target is NodeState.LOST:
+            state.move_node(node, target, reason)
+            requeue_lost(state, self.config, node, reason)
+            refresh_slice(state, node.slice_id)
         else:
             state.move_node(node, target, reason)
             refresh_slice(state, node.slice_id)
@@ -281,8 +309,9 @@ class Controller:
     def story(self, key: str) -> tuple[StoryEntry, ...]:
         return queries.story(self.state, key)
 
-    def costs(self) -> queries.CostReport:
-        return queries.costs(self.state)
+    def costs(self, tenant: str | None = None) -> queries.CostReport:
+        """Spend; ``by_tenant`` splits it by the GPU-hours tenants' jobs held (only ``tenant``'s row if given)."""
+        return queries.costs(self.state, tenant)
 
     @property
     def now(self) -> datetime | None:

@@ -14,6 +14,7 @@ from datetime import datetime
 from scalar.domain.market import NodeEvent, Order
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.domain.orderbook import BookOrder
+from scalar.engine.budget import BudgetLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,13 @@ class JobSpec:
     gpu_models: tuple[str, ...] | None = None
     share_gpu: bool = False
     submitted_at: datetime | None = None
+    endpoint_id: str | None = None  # the serverless endpoint this job is a worker of (issue 7)
+    tenant: str = "default"  # who submitted it (docs/security.md): jobs are visible to their tenant only
+    # What to run (issue 9): argv, environment and working directory; a job without a command is a pure
+    # reservation. A job with a command runs only on agent-backed nodes (scalar.engine.agents).
+    command: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +120,73 @@ class JobStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetsChanged:
+    """The spend limits now in force (all of them: they replace the config's and earlier ones)."""
+
+    stimulus_id: str
+    limits: tuple[BudgetLimit, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """Time passes: timeouts, expiry, idle release, FLEX batching and scheduling run on every step."""
 
     stimulus_id: str
 
 
-Event = JobSubmitted | JobCancelRequested | MarketObserved | OrderUpdated | NodeReported | JobStarted | Tick
+@dataclass(frozen=True, slots=True)
+class HostRegistered:
+    """A user-owned host's agent registered (issue 9): a fixed-capacity block of one READY, agent-backed node
+    (cost 0, never released for idleness; it ends at ``end_time`` when the host's contract has one)."""
+
+    stimulus_id: str
+    node_id: str
+    block_id: str
+    provider: str
+    instance_type: str
+    gpu_model: str | None
+    gpu_count: int
+    vram_per_gpu_gb: float
+    cpu_cores: float
+    ram_gb: float
+    tier: str = "FAST"
+    end_time: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRegistered:
+    """The agent of a node Scalar bought registered: the node is agent-backed and READY."""
+
+    stimulus_id: str
+    node_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentReported:
+    """An agent's report about one attempt of a job: ``outcome`` is ``running``, ``succeeded`` or
+    ``failed``. A report for another attempt than the job's current one is fenced (ignored)."""
+
+    stimulus_id: str
+    node_id: str
+    job_id: str
+    attempt: int
+    outcome: str
+    reason: str | None = None
+
+
+Event = (
+    JobSubmitted
+    | JobCancelRequested
+    | MarketObserved
+    | OrderUpdated
+    | NodeReported
+    | JobStarted
+    | Tick
+    | HostRegistered
+    | AgentRegistered
+    | AssignmentReported
+    | BudgetsChanged
+)
 EVENT_TYPES: tuple[type, ...] = (
     JobSubmitted,
     JobCancelRequested,
@@ -127,4 +195,8 @@ EVENT_TYPES: tuple[type, ...] = (
     NodeReported,
     JobStarted,
     Tick,
+    HostRegistered,
+    AgentRegistered,
+    AssignmentReported,
+    BudgetsChanged,
 )

@@ -24,6 +24,7 @@ from scalar.engine.state import ClusterState
 from scalar.engine.transitions import back_off, lose_node, older_than, release_block
 
 _HOUR = Decimal(3600)
+_ZERO = Decimal(0)
 
 
 def exact_seconds(delta: timedelta) -> Decimal:
@@ -50,7 +51,16 @@ def accrue(state: ClusterState, now: datetime) -> None:
         for node_id in block.node_ids:
             node = state.nodes.get(node_id)
             if node is not None and node.live and node.jobs:
-                busy += sum(1 for slot in node.node.gpu_slots if not slot.is_free)
+                by_job = block.busy_gpu_s_by_job  # who held each GPU: costs are attributed by GPU-hours
+                for slot in node.node.gpu_slots:
+                    if slot.job_id is not None:
+                        busy += 1
+                        by_job[slot.job_id] = by_job.get(slot.job_id, _ZERO) + dt
+                    elif slot.job_ids:
+                        busy += 1
+                        share = dt / len(slot.job_ids)
+                        for job_id in slot.job_ids:
+                            by_job[job_id] = by_job.get(job_id, _ZERO) + share
         block.busy_gpu_s += busy * dt
 
 
@@ -135,7 +145,7 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
         if node.live:
             live_nodes[node.group] = live_nodes.get(node.group, 0) + 1
     for block in state.blocks.values():
-        if not block.open:
+        if not block.open or block.fixed:
             continue
         nodes = [state.nodes[n] for n in block.node_ids if n in state.nodes and state.nodes[n].live]
         if not nodes or not all(

@@ -19,7 +19,9 @@ Slices and nodes (seed 003; a state may be skipped forwards, never gone back to)
     REQUESTING -> BOOTING | INITIALIZING | READY | FAILED | TERMINATED
     BOOTING -> INITIALIZING | READY | FAILED | TERMINATED
     INITIALIZING -> READY | FAILED | TERMINATED
-    READY -> FAILED | TERMINATED
+    READY -> SUSPECT | LOST | FAILED | TERMINATED
+    SUSPECT -> READY | LOST | FAILED | TERMINATED     (an agent-backed node's heartbeat lease, issue 9)
+    LOST -> READY | FAILED | TERMINATED               (a lost node whose agent calls again rejoins)
 
 Orders (our side of a purchase)::
 
@@ -85,7 +87,9 @@ SLICE_TRANSITIONS: Mapping[NodeState | None, frozenset[NodeState]] = {
     N.REQUESTING: frozenset({N.BOOTING, N.INITIALIZING, N.READY, N.FAILED, N.TERMINATED}),
     N.BOOTING: frozenset({N.INITIALIZING, N.READY, N.FAILED, N.TERMINATED}),
     N.INITIALIZING: frozenset({N.READY, N.FAILED, N.TERMINATED}),
-    N.READY: frozenset({N.FAILED, N.TERMINATED}),
+    N.READY: frozenset({N.SUSPECT, N.LOST, N.FAILED, N.TERMINATED}),
+    N.SUSPECT: frozenset({N.READY, N.LOST, N.FAILED, N.TERMINATED}),
+    N.LOST: frozenset({N.READY, N.FAILED, N.TERMINATED}),
     N.FAILED: frozenset(),
     N.TERMINATED: frozenset(),
 }
@@ -101,11 +105,11 @@ ORDER_TRANSITIONS: Mapping[OrderStatus | None, frozenset[OrderStatus]] = {
 }
 
 TERMINAL_JOB_STATES = frozenset(s for s, nxt in JOB_TRANSITIONS.items() if s is not None and not nxt)
-LIVE_NODE_STATES = frozenset({N.REQUESTING, N.BOOTING, N.INITIALIZING, N.READY})
+LIVE_NODE_STATES = frozenset({N.REQUESTING, N.BOOTING, N.INITIALIZING, N.READY, N.SUSPECT, N.LOST})
 IN_FLIGHT_STATES = frozenset({N.REQUESTING, N.BOOTING, N.INITIALIZING})
 OPEN_ORDER_STATES = frozenset({O.PLACED, O.ACKNOWLEDGED})
 # Slice/node lifecycle order, for "the least advanced node decides the slice's state".
-NODE_STAGE = {N.REQUESTING: 0, N.BOOTING: 1, N.INITIALIZING: 2, N.READY: 3}
+NODE_STAGE = {N.REQUESTING: 0, N.BOOTING: 1, N.INITIALIZING: 2, N.READY: 3, N.SUSPECT: 4, N.LOST: 5}
 
 
 class IllegalTransitionError(DomainError):

@@ -16,6 +16,7 @@ from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import Action, WorkPlacement
+from scalar.engine.budget import tenant_of
 from scalar.engine.groups import availability_of
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.state import (
@@ -104,6 +105,8 @@ class SliceCounts:
     ready: int = 0
     failed: int = 0
     terminated: int = 0
+    suspect: int = 0  # agent-backed slices whose agent missed its heartbeat lease (issue 9)
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,15 @@ class ProviderCost:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantCost:
+    """One tenant's part of the spend: the GPU-hours its jobs held and their share of the blocks' cost."""
+
+    tenant: str
+    gpu_hours: Decimal
+    cost: Decimal
+
+
+@dataclass(frozen=True, slots=True)
 class CostReport:
     """Spend so far (accrued while blocks were held), the contracts' full value (committed), $ per
     delivered GPU-hour (a GPU holding a job) and what idle GPUs cost."""
@@ -197,6 +209,8 @@ class CostReport:
     delivered_gpu_hours: Decimal
     idle_cost: Decimal
     cost_per_delivered_gpu_hour: Decimal | None
+    # Shared blocks' cost split by the GPU-hours each tenant's jobs held; idle capacity is ``idle_cost``.
+    by_tenant: tuple[TenantCost, ...] = ()
 
 
 def job_view(rec: JobRecord) -> JobView:
@@ -389,7 +403,7 @@ def story(state: ClusterState, key: str) -> tuple[StoryEntry, ...]:
     return tuple(state.story[i] for i in state.story_index.get(key, []))
 
 
-def costs(state: ClusterState) -> CostReport:
+def costs(state: ClusterState, tenant: str | None = None) -> CostReport:
     rows: dict[str, list[Decimal]] = {}
     for block in state.blocks.values():
         row = rows.setdefault(block.grant.provider, [Decimal(0)] * 6)
@@ -415,4 +429,22 @@ def costs(state: ClusterState) -> CostReport:
     ]
     committed, accrued, paid, delivered, idle = total
     per = round_micros(accrued / delivered) if delivered else None
-    return CostReport(providers, committed, accrued, paid, delivered, idle, per)
+    return CostReport(providers, committed, accrued, paid, delivered, idle, per, _by_tenant(state, tenant))
+
+
+def _by_tenant(state: ClusterState, only: str | None) -> tuple[TenantCost, ...]:
+    """Each block's accrued cost split by the GPU-seconds each tenant's jobs held on it."""
+    seconds: dict[str, Decimal] = {}
+    cost: dict[str, Decimal] = {}
+    for block in state.blocks.values():
+        for job_id, held in block.busy_gpu_s_by_job.items():
+            rec = state.jobs.get(job_id)
+            tenant = tenant_of(rec.spec) if rec is not None else "default"
+            seconds[tenant] = seconds.get(tenant, Decimal(0)) + held
+            if block.paid_gpu_s:
+                cost[tenant] = cost.get(tenant, Decimal(0)) + block.accrued * held / block.paid_gpu_s
+    return tuple(
+        TenantCost(t, round_micros(seconds[t] / _HOUR), round_micros(cost.get(t, Decimal(0))))
+        for t in sorted(seconds)
+        if only is None or t == only
+    )

@@ -30,6 +30,7 @@ from scalar.domain.packing_model import Job, Node, order_pending
 from scalar.domain.packing_text import fmt_indices, fmt_num
 from scalar.domain.reasons import Reason
 from scalar.engine.actions import StartWork, WorkPlacement
+from scalar.engine.agents import NEEDS_AGENT_NODE
 from scalar.engine.config import ControllerConfig
 from scalar.engine.groups import gang_parts
 from scalar.engine.lifecycle import JobState
@@ -77,15 +78,22 @@ class _Pass:
         # duration gets: one value shared by all of them, not one new sentence per skipped job)
         self.failed: dict[tuple[object, ...], tuple[float, PlacementSummary]] = {}
         self.reserved = reservations(state, config, now, [r.id for r in ready])
-        self.classes = NodeClasses(self.nodes, self.reserved)
+        # Jobs with a command run only on agent-backed nodes, pure reservations only on the others (issue 9).
+        self.agent_ids = frozenset(r.id for r in ready if r.agent)
+        self.classes = NodeClasses([n for n in self.nodes if n.id not in self.agent_ids], self.reserved)
+        self.agent_classes = NodeClasses([n for n in self.nodes if n.id in self.agent_ids], self.reserved)
         self.largest: dict[object, int] = {}
         for node in self.nodes:
-            self.largest[node.tier] = max(self.largest.get(node.tier, 0), node.gpu_count)
+            kind = (node.tier, node.id in self.agent_ids)
+            self.largest[kind] = max(self.largest.get(kind, 0), node.gpu_count)
 
     def refresh(self, node_id: str) -> None:
         i = self.position[node_id]
         self.nodes[i] = self.state.nodes[node_id].node
-        self.classes.update(self.nodes[i], self.reserved.get(node_id))
+        self.classes_of(node_id).update(self.nodes[i], self.reserved.get(node_id))
+
+    def classes_of(self, node_id: str) -> NodeClasses:
+        return self.agent_classes if node_id in self.agent_ids else self.classes
 
     def run(self, records: Sequence[JobRecord]) -> None:
         by_id = {rec.spec.job_id: rec for rec in records}
@@ -104,13 +112,16 @@ class _Pass:
             job.gpu_models,
             job.share_gpu,
             mine,
+            bool(rec.spec.command),
         )
         seen = self.failed.get(shape)
         if seen is not None and job.expected_duration_sec >= seen[0]:
             rec.placement = seen[1]
             return
         # schedule_job over the nodes not held for other jobs, each class of identical nodes scored once
-        placement = self.classes.schedule(job, self.now, self.margin)
+        on_agents = bool(rec.spec.command)
+        classes = self.agent_classes if on_agents else self.classes
+        placement = classes.schedule(job, self.now, self.margin)
         decision = placement.decision
         if decision.placed and decision.node_id is not None:
             if self.place(rec, job, ((decision.node_id, job, decision.gpu_indices),), decision.reason):
@@ -118,9 +129,19 @@ class _Pass:
         summary = PlacementSummary(
             decision.kind.value, decision.reason.message, (), placement.counts, self.now
         )
-        largest = self.largest.get(job.tier, 0)
+        if on_agents and not classes.nodes:
+            summary = PlacementSummary(
+                NEEDS_AGENT_NODE,
+                f"job {job.id} runs a command, so it needs a READY node with a Scalar agent and there is none: "
+                "start one with `scalar agent --controller URL --join-token TOKEN` (or `scalar up --demo`)",
+                (),
+                (),
+                self.now,
+            )
+        largest = self.largest.get((job.tier, on_agents), 0)
         if job.gpu_count > largest > 0:
-            gang = self.try_gang(rec, job, self.allowed(job, self.nodes))
+            kind = [n for n in self.nodes if (n.id in self.agent_ids) == on_agents]
+            gang = self.try_gang(rec, job, self.allowed(job, kind))
             if gang is None:
                 return
             summary = gang
@@ -182,7 +203,9 @@ class _Pass:
                 changed = True
                 if not jobs:
                     del self.reserved[node_id]
-                self.classes.update(self.nodes[self.position[node_id]], self.reserved.get(node_id))
+                self.classes_of(node_id).update(
+                    self.nodes[self.position[node_id]], self.reserved.get(node_id)
+                )
         if changed:
             self.failed.clear()  # more nodes are open to others: earlier failures may now fit
             self.state.schedule_dirty = True  # and jobs tried before this one get another go next step

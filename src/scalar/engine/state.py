@@ -98,6 +98,7 @@ class NodeRecord:
     ready_at: datetime | None = None
     idle_since: datetime | None = None
     jobs: dict[str, None] = field(default_factory=dict)
+    agent: bool = False  # a Scalar agent runs work on it (issue 9; scalar.engine.agents)
 
     @property
     def id(self) -> str:
@@ -122,6 +123,8 @@ class BlockRecord:
     accrued: Decimal = Decimal(0)
     busy_gpu_s: Decimal = Decimal(0)
     paid_gpu_s: Decimal = Decimal(0)
+    busy_gpu_s_by_job: dict[str, Decimal] = field(default_factory=dict)  # cost attribution (queries.costs)
+    fixed: bool = False  # a user-owned host (bring your own node): never released for idleness
 
     @property
     def open(self) -> bool:

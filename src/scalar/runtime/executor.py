@@ -9,6 +9,9 @@ Called outside any transaction, with the action id as the idempotency key: a pur
   (a purchase becomes a REJECTED order, so its group backs off; a start that cannot happen preempts the
   job back to PENDING);
 - retry: a retryable error (or an unexpected exception); the action goes back to the outbox with a backoff.
+  A purchase the seller answered ``PENDING`` (an SFCompute limit order resting on the book) is also asked
+  again later with the same key: the seller finds the same order, and its fill (or cancellation) is then
+  the purchase's result. The built-in market never answers ``PENDING``.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: 
             raise ProviderError(str(name), "no client for this provider is configured", retryable=False)
         if isinstance(action, BuyCapacity):
             order = provider.buy(action.request, action.action_id, now)
+            if order.state is OrderState.PENDING:
+                return Outcome(
+                    retry=True,
+                    error=f"order {order.order_id} at {name} rests on the book (pending); asking again, same key",
+                )
             block = order.block.block_id if order.block is not None else None
             return Outcome(
                 [OrderUpdated(f"result:{action.action_id}", action.action_id, order)],

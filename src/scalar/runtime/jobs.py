@@ -30,6 +30,11 @@ JOB_FIELDS = (
     "name",
     "gpu_models",
     "share_gpu",
+    "tenant",
+    "endpoint_id",
+    "command",
+    "env",
+    "workdir",
 )
 REQUIRED_FIELDS = ("tier", "gpu_count")
 ACCEPTED_REASON = "accepted; waiting for the controller to pick it up"
@@ -71,11 +76,56 @@ def spec_from_fields(
         kwargs["gpu_models"] = (models,)
     elif isinstance(models, list | tuple):
         kwargs["gpu_models"] = tuple(models)
+    problems += _command_fields(kwargs)
+    if problems:
+        return None, problems
     name = kwargs.get("name")
     if name is not None and not isinstance(name, str):
         problems.append(Reason("invalid_name", f"name must be a string, got {name!r}", "name"))
         return None, problems
     return JobSpec(job_id=job_id, submitted_at=now, **kwargs), []
+
+
+def _command_fields(kwargs: dict[str, Any]) -> list[Reason]:
+    """``command`` (argv), ``env`` and ``workdir`` into the spec's shapes (issue 9), or what is wrong."""
+    problems: list[Reason] = []
+    command = kwargs.get("command")
+    if command is not None:
+        if isinstance(command, str) or not isinstance(command, list | tuple) or not command:
+            problems.append(
+                Reason("invalid_command", "command must be a non-empty list of strings (argv)", "command")
+            )
+        elif not all(isinstance(a, str) for a in command):
+            problems.append(
+                Reason("invalid_command", "every argument of command must be a string", "command")
+            )
+        else:
+            kwargs["command"] = tuple(command)
+    env = kwargs.get("env")
+    if env is not None:
+        if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in env.items()
+        ):
+            problems.append(
+                Reason("invalid_env", 'env must be an object of strings, e.g. {"SEED": "1"}', "env")
+            )
+        else:
+            kwargs["env"] = tuple(sorted(env.items()))
+    workdir = kwargs.get("workdir")
+    if workdir is not None and (not isinstance(workdir, str) or not workdir):
+        problems.append(Reason("invalid_workdir", "workdir must be a directory path", "workdir"))
+    if (env is not None or workdir is not None) and command is None and not problems:
+        problems.append(Reason("missing_command", "env and workdir need a command to run", "command"))
+    return problems
+
+
+def _run_fields(spec: JobSpec) -> dict[str, Any]:
+    """What the job runs (issue 9): ``command`` is None for a pure reservation."""
+    return {
+        "command": None if spec.command is None else list(spec.command),
+        "env": dict(spec.env) if spec.env else None,
+        "workdir": spec.workdir,
+    }
 
 
 def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | None) -> dict[str, Any]:
@@ -100,6 +150,9 @@ def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | 
         "finished_at": None,
         "placements": [],
         "preemptions": 0,
+        "tenant": spec.tenant,
+        "endpoint_id": spec.endpoint_id,
+        **_run_fields(spec),
     }
 
 
@@ -127,4 +180,7 @@ def job_dict(rec: JobRecord) -> dict[str, Any]:
         "finished_at": _iso(view.finished_at),
         "placements": [{"node_id": p.node_id, "gpu_indices": list(p.gpu_indices)} for p in view.placements],
         "preemptions": view.preemptions,
+        "tenant": spec.tenant,
+        "endpoint_id": spec.endpoint_id,
+        **_run_fields(spec),
     }

@@ -25,13 +25,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
-from scalar.engine.codec import event_from_dict, event_to_dict
+from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
 from scalar.providers.base import Provider
-from scalar.runtime.executor import execute, outbox_payload
+from scalar.runtime import budgets
+from scalar.runtime.agent_backend import AGENT_PROVIDER
+from scalar.runtime.auth import audit_actions
+from scalar.runtime.executor import Outcome, execute, outbox_payload
 from scalar.runtime.feed import NodeFeed, PriceCollector, Source
 from scalar.runtime.projector import Projector
 from scalar.runtime.settings import Settings
+from scalar.runtime.step_metrics import StepLatency
 from scalar.store import Action as StoredAction
 from scalar.store import (
     ActionNotClaimedError,
@@ -94,6 +98,7 @@ class Leader:
         self.actions_added = threading.Event()
         self._n = 0
         self.steps = 0
+        self.step_latency = StepLatency()  # wall time of each tick's step (GET /metrics)
         self._pool: ThreadPoolExecutor | None = None
 
     # ---- the lease -----------------------------------------------------------------------------------
@@ -169,10 +174,15 @@ class Leader:
         if isinstance(action, BuyCapacity):
             return action.request.provider, {}
         if isinstance(action, ReleaseBlock):
+            block = state.blocks.get(action.block_id)
+            if block is not None and block.fixed:
+                return AGENT_PROVIDER, {}  # a user-owned host: its agent is told to drain
             return action.provider, {}
         node_ids = action.node_ids if isinstance(action, StartWork) else (action.node_id,)
         blocks = {n: state.nodes[n].block_id for n in node_ids if n in state.nodes}
         first = state.nodes.get(node_ids[0])
+        if first is not None and first.agent:
+            return AGENT_PROVIDER, blocks  # its agent runs the work (runtime/agent_backend.py)
         return (first.node.block.provider if first is not None else None), blocks
 
     def commit(
@@ -203,13 +213,17 @@ class Leader:
                             now, [event_from_dict(e.payload) for e in appended.new_events]
                         )
                         rows = []
+                        refused = budgets.gate(tx, controller.state, actions, now)  # spend limits, in this tx
                         for action in actions:
                             provider, blocks = self._provider_of(action)
                             payload = outbox_payload(action, provider, blocks)
+                            if action.action_id in refused:
+                                payload[budgets.REFUSED] = refused[action.action_id].to_dict()
                             rows.append(NewAction(action.action_id, type(action).__name__, payload))
                         tx.add_actions(
                             rows, now=now, created_seq=appended.last_seq, batch_id=appended.batch_id
                         )
+                        audit_actions(tx, actions, controller.state, now, appended.batch_id)
                         done = self.projector.write(
                             tx,
                             controller,
@@ -269,7 +283,9 @@ class Leader:
                     tx.mark_inbox_consumed(consumed, at=now, batch_id=appended.batch_id)
                 self.feed.persist(tx, feed, now)
 
+            started = time.monotonic()
             actions = self.commit(now, build, after=after, market_changed=market is not None)
+            self.step_latency.observe(time.monotonic() - started)
             self.feed.committed(feed)
             if price_due:
                 self.last_price_at = now
@@ -326,7 +342,13 @@ class Leader:
             self._pool = None
 
     def _run(self, action: StoredAction, fence: Fence) -> None:
-        outcome = execute(action.payload, self.providers, self.clock())
+        if budgets.REFUSED in action.payload:  # refused by a spend limit when it was stored: never bought
+            buy = action_from_dict(action.payload["action"])
+            assert isinstance(buy, BuyCapacity)
+            refusal = budgets.refused_order(action.payload, buy)
+            outcome = Outcome([refusal], failed=True, error=refusal.order.reason)
+        else:
+            outcome = execute(action.payload, self.providers, self.clock())
         now = self.clock()
         s = self.settings
         try:

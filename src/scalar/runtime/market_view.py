@@ -2,8 +2,10 @@
 
 Every offer row carries its ``source`` (``builtin``: the simulated market the engine buys from; ``live``: a
 real provider's published price, collected by ``scalar.runtime.prices``) and its freshness (``fetched_at``,
-``age_s``, ``stale``). ``aggregate_market`` turns rows into one ask book per GPU model: levels by $/GPU-hour
-with the GPUs offered at that price and the providers offering them.
+``age_s``, ``stale``), and for live rows the catalog's anomaly flags found in their fetch (``flags``,
+``trusted``): untrusted offers are listed but left out of quotes (``quotable``) and of the aggregated
+market. ``aggregate_market`` turns rows into one ask book per GPU model: levels by $/GPU-hour with the GPUs
+offered at that price and the providers offering them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from scalar.domain.arbitrage import Placement, PlacementDecision
 from scalar.domain.money import round_micros, to_json_number
 from scalar.domain.offers import Offer
+from scalar.providers.base import Book
+from scalar.providers.catalog import CatalogAnomaly
 from scalar.runtime.prices import LiveOffer
 from scalar.wire.quote import decision_to_json
 
@@ -31,13 +35,22 @@ class SourcedOffer:
     fetched_at: datetime
     age_s: float
     stale: bool
+    flags: tuple[CatalogAnomaly, ...] = ()
+    trusted: bool = True
 
 
 def sourced(builtin: Iterable[Offer], live: Iterable[LiveOffer], now: datetime) -> list[SourcedOffer]:
     """The built-in offers (fresh: read just now) followed by the live ones."""
     out = [SourcedOffer(o, BUILTIN, now, 0.0, False) for o in builtin]
-    out += [SourcedOffer(lo.offer, LIVE, lo.fetched_at, lo.age_s, lo.stale) for lo in live]
+    out += [
+        SourcedOffer(lo.offer, LIVE, lo.fetched_at, lo.age_s, lo.stale, lo.flags, lo.trusted) for lo in live
+    ]
     return out
+
+
+def quotable(items: Iterable[SourcedOffer]) -> list[SourcedOffer]:
+    """The offers a quote may pick: untrusted ones (a flagged live price) are left out."""
+    return [i for i in items if i.trusted]
 
 
 def _number(value: Decimal | None) -> float | int | None:
@@ -65,6 +78,8 @@ def offer_row(item: SourcedOffer) -> dict[str, Any]:
         "fetched_at": item.fetched_at.isoformat(),
         "age_s": round(item.age_s, 3),
         "stale": item.stale,
+        "trusted": item.trusted,
+        "flags": [{"code": a.code, "action": a.action, "message": a.message} for a in item.flags],
     }
 
 
@@ -127,30 +142,57 @@ def quote_json(decision: PlacementDecision, items: Sequence[SourcedOffer]) -> di
     return out
 
 
-def aggregate_market(items: Iterable[SourcedOffer]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LiveBook:
+    """A real seller's public orderbook (SFCompute's depth): its asks join the market view level by level,
+    in place of the seller's single best-ask offer for that instance type."""
+
+    provider: str
+    gpu_model: str
+    book: Book
+
+
+def aggregate_market(items: Iterable[SourcedOffer], books: Sequence[LiveBook] = ()) -> dict[str, Any]:
     """One ask book per GPU model across providers: levels by $/GPU-hour (cheapest first), each with the GPUs
-    offered at that price (one instance per offer), the providers and how many offers."""
-    books: dict[str, dict[Decimal, dict[str, Any]]] = {}
-    for item in items:
+    offered at that price (one instance per offer, or a live orderbook's ask quantity), the providers and
+    how many offers."""
+    books_by_model: dict[str, dict[Decimal, dict[str, Any]]] = {}
+    deep = {(b.provider, b.book.instance_type) for b in books}
+
+    def add(model: str, per_gpu: Decimal, gpus: float, provider: str, source: str, stale: bool) -> None:
+        level = books_by_model.setdefault(model, {}).setdefault(
+            round_micros(per_gpu),
+            {"quantity_gpus": 0.0, "providers": set(), "offers": 0, "sources": set(), "stale": 0},
+        )
+        level["quantity_gpus"] += gpus
+        level["providers"].add(provider)
+        level["sources"].add(source)
+        level["offers"] += 1
+        level["stale"] += int(stale)
+
+    for item in quotable(items):
         o = item.offer
         per_gpu = o.price_per_gpu_hour
-        if per_gpu is None or not o.gpu_model:
+        if per_gpu is None or not o.gpu_model or (o.provider, o.instance_type) in deep:
             continue
-        price = round_micros(per_gpu)
-        level = books.setdefault(o.gpu_model, {}).setdefault(
-            price, {"quantity_gpus": 0.0, "providers": set(), "offers": 0, "sources": set(), "stale": 0}
-        )
-        level["quantity_gpus"] += o.gpu_count
-        level["providers"].add(o.provider)
-        level["sources"].add(item.source)
-        level["offers"] += 1
-        level["stale"] += int(item.stale)
+        add(o.gpu_model, per_gpu, o.gpu_count, o.provider, item.source, item.stale)
+    for live in books:
+        for ask in live.book.asks:
+            if ask.quantity_gpus > 0:
+                add(
+                    live.gpu_model,
+                    ask.price_per_gpu_hour,
+                    float(ask.quantity_gpus),
+                    live.provider,
+                    LIVE,
+                    False,
+                )
     models = []
-    for model in sorted(books):
+    for model in sorted(books_by_model):
         levels = []
         cumulative = 0.0
-        for price in sorted(books[model]):
-            level = books[model][price]
+        for price in sorted(books_by_model[model]):
+            level = books_by_model[model][price]
             cumulative += level["quantity_gpus"]
             levels.append(
                 {

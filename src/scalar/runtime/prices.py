@@ -10,8 +10,12 @@ A successful fetch replaces the provider's best-offers cache (the cheapest offer
 records the error, and the provider shows as ``stale``; offers older than ``stale_after_s`` are stale too
 (a fetch that hangs cannot make old prices look fresh).
 
-These offers are a market view (``GET /prices``, ``POST /quote``, ``GET /market``): the engine does not buy
-from them; the built-in market owns capacity under the same provider names.
+Each fetch is judged with the catalog's anomaly rules (``scalar.providers.live_anomalies``): dropped prices
+never become offers, untrusted ones stay listed with their flags but are left out of quotes and the market.
+
+These offers are the market view (``GET /prices``, ``POST /quote``, ``GET /market``). Who the controller
+buys from under each name is decided by ``scalar.runtime.live_sellers`` (``roles``: a real provider that can
+buy replaces the built-in market's seller of its name).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import Any
 from scalar.domain.offers import AWS, AZURE, GCP, PRIME, RUNPOD, SFCOMPUTE, Offer
 from scalar.providers import aws, azure, gcp
 from scalar.providers.base import Provider
+from scalar.providers.catalog import CatalogAnomaly
 from scalar.providers.config import settings_from_env
 from scalar.providers.http import RetryPolicy
+from scalar.providers.live_anomalies import LiveJudgement, judge_live_offers
 from scalar.providers.primeintellect import client as prime_client
 from scalar.providers.runpod import client as runpod_client
 from scalar.providers.sfcompute import client as sfcompute_client
@@ -145,6 +151,11 @@ class ProviderStatus:
     last_error: str | None
     last_error_at: datetime | None
     interval_s: float
+    sells: str = "none"  # live (the controller buys through this client) | builtin | none
+    sells_note: str = ""
+    anomaly_count: int = 0  # flags on the last good fetch (dropped prices included)
+    untrusted_count: int = 0
+    dropped: tuple[CatalogAnomaly, ...] = ()  # prices of the last good fetch that became no offer, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +169,13 @@ class ProviderStatus:
             "last_error": self.last_error,
             "last_error_at": None if self.last_error_at is None else self.last_error_at.isoformat(),
             "interval_s": self.interval_s,
+            "sells": self.sells,
+            "sells_note": self.sells_note,
+            "anomaly_count": self.anomaly_count,
+            "untrusted_count": self.untrusted_count,
+            "dropped": [
+                {"code": a.code, "offer": a.offer_keys()[0], "message": a.message} for a in self.dropped
+            ],
         }
 
 
@@ -169,6 +187,8 @@ class LiveOffer:
     fetched_at: datetime
     age_s: float
     stale: bool
+    flags: tuple[CatalogAnomaly, ...] = ()
+    trusted: bool = True
 
 
 @dataclass
@@ -176,6 +196,7 @@ class _Slot:
     spec: RealProvider
     client: Provider | None = None
     offers: tuple[Offer, ...] = ()
+    judgement: LiveJudgement | None = None
     last_success_at: datetime | None = None
     last_error: str | None = None
     last_error_at: datetime | None = None
@@ -215,6 +236,9 @@ class LivePrices:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.roles: dict[
+            str, dict[str, str]
+        ] = {}  # name -> {"sells", "sells_note"} (runtime/live_sellers.py)
 
     @property
     def enabled(self) -> tuple[str, ...]:
@@ -231,7 +255,8 @@ class LivePrices:
         try:
             if slot.client is None:
                 slot.client = slot.spec.build()
-            offers = best_offers(list(slot.client.list_offers(now)))
+            judgement = judge_live_offers(best_offers(list(slot.client.list_offers(now))))
+            offers = judgement.offers
         except Exception as err:  # any failure of one provider is that provider's error, nothing more
             log.warning("collecting live prices from %s failed: %s", name, err)
             with self._lock:
@@ -241,6 +266,7 @@ class LivePrices:
             return False
         with self._lock:
             slot.offers = offers
+            slot.judgement = judgement
             slot.last_success_at = now
             slot.failed_last = False
         if self.record is not None:
@@ -309,6 +335,8 @@ class LivePrices:
                     state = ERROR if slot.last_error is not None else PENDING
                 else:
                     state = STALE if self._is_stale(slot, now) else OK
+                judged = slot.judgement
+                role = self.roles.get(name, {})
                 out.append(
                     ProviderStatus(
                         name=name,
@@ -321,6 +349,13 @@ class LivePrices:
                         last_error=slot.last_error,
                         last_error_at=slot.last_error_at,
                         interval_s=spec.interval_s,
+                        sells=role.get("sells", "none"),
+                        sells_note=role.get("sells_note", ""),
+                        anomaly_count=0
+                        if judged is None
+                        else len(judged.dropped) + sum(len(f) for f in judged.flags.values()),
+                        untrusted_count=0 if judged is None else len(judged.untrusted),
+                        dropped=() if judged is None else judged.dropped,
                     )
                 )
         return out
@@ -336,5 +371,9 @@ class LivePrices:
                     continue
                 age = (now - slot.last_success_at).total_seconds()
                 stale = self._is_stale(slot, now)
-                out.extend(LiveOffer(o, slot.last_success_at, age, stale) for o in slot.offers)
+                judged = slot.judgement
+                for o in slot.offers:
+                    flags = () if judged is None else judged.flags.get(o.key, ())
+                    trusted = judged is None or judged.trusted(o)
+                    out.append(LiveOffer(o, slot.last_success_at, age, stale, flags, trusted))
         return out

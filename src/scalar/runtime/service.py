@@ -37,13 +37,23 @@ from scalar.engine.codec import event_to_dict
 from scalar.engine.validation import validate_job_spec
 from scalar.providers.base import Provider, ProviderError
 from scalar.providers.sim import BuiltinMarket
+from scalar.runtime import auth as auth_mod
+from scalar.runtime import budgets as budgets_mod
+from scalar.runtime import preview as job_preview
+from scalar.runtime import secrets as secrets_mod
+from scalar.runtime import views_market
+from scalar.runtime.agent_backend import AGENT_PROVIDER, AgentBackend
+from scalar.runtime.agents import AgentService
+from scalar.runtime.endpoints.service import EndpointService
 from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
 from scalar.runtime.leader import Leader
+from scalar.runtime.live_sellers import Sellers, builtin_only, choose_sellers, live_books, with_agents
 from scalar.runtime.market_view import (
     SourcedOffer,
     aggregate_market,
     offer_row,
+    quotable,
     quote_json,
     select_offers,
     sort_offers,
@@ -51,7 +61,9 @@ from scalar.runtime.market_view import (
 )
 from scalar.runtime.prices import LivePrices, RealProvider, real_providers
 from scalar.runtime.settings import Settings
+from scalar.runtime.views import ClusterViews
 from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
+from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.orderbook import build_orderbook_response
 
 log = logging.getLogger(__name__)
@@ -97,6 +109,10 @@ class ControlPlane:
         self._live_env = live_env
         self._live_providers = live_providers
         self.live: LivePrices | None = None
+        self._secret_box: secrets_mod.SecretBox | None = None
+        self.agents = AgentService(lambda: self._opened()[0], settings, clock)  # node agents (docs/agent.md)
+        self.sellers: Sellers | None = None  # who sells under each provider name (runtime/live_sellers.py)
+        self._endpoints: EndpointService | None = None  # serverless endpoints (runtime/endpoints/)
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -106,27 +122,36 @@ class ControlPlane:
             if self.store is not None:
                 return
             s = self.settings
+            specs = self._live_providers
+            if specs is None:
+                specs = real_providers(os.environ if self._live_env is None else self._live_env)
             store = Store.open(s.database_url)
             try:
                 if self._given_providers is None:
+                    # an enabled real provider that can buy replaces the built-in seller of its name
+                    self.sellers = choose_sellers(specs, s.providers.enabled)
+                    specs = self.sellers.specs
+                    self.settings = s = with_agents(s, self.sellers)  # real nodes run work via the agent
                     market = BuiltinMarket(
-                        s.market_database_url, s.market_config(), providers=s.providers.enabled
+                        s.market_database_url, s.market_config(), providers=self.sellers.builtin_names
                     )
                     self.market = market
-                    self.providers = market.providers()
-                    sources = [Source("builtin", market.events_since)]
+                    self.providers = {**market.providers(), **self.sellers.live}
+                    sources = [Source("builtin", market.events_since), *self.sellers.sources()]
                 else:
                     self.providers = dict(self._given_providers)
                     sources = [Source(n, p.events_since) for n, p in sorted(self.providers.items())]
             except BaseException:
                 store.close()
                 raise
-            self._leader = Leader(store, s, self.providers, sources, self.clock)
+            # work on agent-backed nodes goes to their agents (runtime/agent_backend.py)
+            executing = {**self.providers, AGENT_PROVIDER: AgentBackend(lambda: store)}
+            self._leader = Leader(store, s, executing, sources, self.clock)
+            budgets_mod.seed_limits(store, s.controller.budgets, self.clock())
             self.store = store
-            specs = self._live_providers
-            if specs is None:
-                specs = real_providers(os.environ if self._live_env is None else self._live_env)
             self.live = LivePrices(specs, clock=self.clock, record=self._record_prices)
+            if self.sellers is not None:
+                self.live.roles = self.sellers.roles()
 
     def start(self) -> None:
         """Open the store (migrating it), the market, and start the leader and executor threads."""
@@ -155,6 +180,9 @@ class ControlPlane:
         if self.live is not None:
             self.live.stop()
             self.live = None
+        if self.sellers is not None:
+            self.sellers.close()
+            self.sellers = None
         if leader is not None and self.store is not None:
             with leader.lock:
                 if leader.fence is not None:
@@ -165,6 +193,8 @@ class ControlPlane:
                     leader.step_down()
         if leader is not None:
             leader.close()
+        if self._endpoints is not None:
+            self._endpoints.close()
         if self.market is not None:
             self.market.close()
             self.market = None
@@ -197,9 +227,21 @@ class ControlPlane:
         with leader.lock:
             try:
                 if leader.acquire(now):
+                    self.agents.check_leases(now, leader.epoch)
                     leader.tick(now)
             except NotLeaderError:
                 pass
+        if self.is_leader:
+            self.endpoints.tick(now)
+
+    @property
+    def endpoints(self) -> EndpointService:
+        """Serverless endpoints (``scalar.runtime.endpoints``): their workers are this plane's jobs."""
+        if self._endpoints is None:
+            self._endpoints = EndpointService(
+                self, lambda: self._opened()[0], self.clock, seed=self.settings.market_seed or 0
+            )
+        return self._endpoints
 
     def run_executor_once(self) -> int:
         """Claim and execute the actions due now; returns how many were claimed."""
@@ -220,7 +262,10 @@ class ControlPlane:
                 with leader.lock:
                     if leader.acquire(now) and started >= next_tick:
                         next_tick = started + s.tick_s
+                        self.agents.check_leases(now, leader.epoch)
                         leader.tick(now)
+                if self.is_leader:
+                    self.endpoints.tick(now)
             except NotLeaderError:
                 pass
             except Exception:
@@ -296,6 +341,9 @@ class ControlPlane:
         PENDING). Raises ``JobRejectedError`` with every reason, writing nothing."""
         store, _ = self._opened()
         now = self.clock()
+        fields, sealing = secrets_mod.seal_job_fields(fields, self.secret_box)  # docs/security.md
+        if sealing:
+            raise JobRejectedError(sealing)
         spec, problems = spec_from_fields(fields, new_job_id(now), now)
         if spec is not None:
             problems = validate_job_spec(spec, self.settings.controller, self._validation_offers(now))
@@ -307,29 +355,81 @@ class ControlPlane:
             tx.upsert_projection("jobs", spec.job_id, "PENDING", job, at=now)
         return job
 
-    def cancel_job(self, job_id: str) -> dict[str, Any]:
-        """Request cancellation (durable inbox); ``KeyError`` if the job is unknown."""
+    def cancel_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
+        """Request cancellation (durable inbox); ``KeyError`` if the job is unknown (or, with ``tenant``,
+        another tenant's)."""
         store, _ = self._opened()
         now = self.clock()
         with store.write() as tx:
             row = tx.get_projection("jobs", job_id)
-            if row is None:
+            if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
                 raise KeyError(job_id)
             tx.add_inbox(CANCEL, job_id, event_to_dict(JobCancelRequested("inbox", job_id)), now=now)
         return {**row.data, "cancel_requested": True}
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
+    def get_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any] | None:
+        """The job, or ``None`` if unknown (or, with ``tenant``, another tenant's)."""
         store, _ = self._opened()
         with store.read() as tx:
             row = tx.get_projection("jobs", job_id)
-        return None if row is None else dict(row.data)
+        if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
+            return None
+        return dict(row.data)
 
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        """Jobs in submission order (ids sort by submission time), optionally only those in ``state``."""
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0, tenant: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Jobs in submission order (ids sort by submission time), optionally only those in ``state``
+        (and, with ``tenant``, only that tenant's)."""
         store, _ = self._opened()
         with store.read() as tx:
+            if tenant is not None:
+                return auth_mod.list_jobs_of_tenant(
+                    tx, tenant, state.upper() if state else None, limit, offset
+                )
             rows = tx.list_projection("jobs", state.upper() if state else None, limit=limit, offset=offset)
         return [dict(r.data) for r in rows]
+
+    # ---- tokens and the audit log (runtime/auth.py; docs/security.md) ----------------------------------
+
+    def secret_box(self) -> secrets_mod.SecretBox:
+        """The key secret job env values are sealed with (``$SCALAR_SECRET_KEY`` or the data dir's)."""
+        if self._secret_box is None:
+            self._secret_box = secrets_mod.SecretBox.load(self.settings.data_dir, self._live_env)
+        return self._secret_box
+
+    @property
+    def tokens(self) -> auth_mod.TokenService:
+        return auth_mod.TokenService(lambda: self._opened()[0], self.clock)
+
+    def authenticate(self, token: str) -> auth_mod.Principal | None:
+        return self.tokens.authenticate(token)
+
+    def create_token(
+        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+    ) -> dict[str, Any]:
+        return self.tokens.create(tenant, role, name, actor=actor)
+
+    def list_tokens(self) -> list[dict[str, Any]]:
+        return self.tokens.list_all()
+
+    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]:
+        return self.tokens.revoke(token_id, actor=actor)
+
+    def audit(
+        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return self.tokens.audit(tenant, action, after_id, limit)
+
+    def budgets(self) -> dict[str, Any]:
+        """Spend limits and what is committed against them (``runtime.budgets``)."""
+        store, _ = self._opened()
+        return budgets_mod.get_limits(store, self.clock())
+
+    def put_budgets(self, limits: Any) -> dict[str, Any]:
+        """Replace every spend limit; ``InvalidSpecError`` names a bad field."""
+        store, _ = self._opened()
+        return budgets_mod.put_limits(store, limits, self.clock())
 
     def explain_job(self, job_id: str) -> list[str] | None:
         _, leader = self._opened()
@@ -346,6 +446,53 @@ class ControlPlane:
         return [
             {"at": d.at.isoformat(), "code": d.code, "message": d.message, "data": d.data} for d in decisions
         ]
+
+    # ---- cluster views (runtime/views.py, runtime/views_market.py): any process, from the store -------
+
+    def _views(self) -> ClusterViews:
+        store, leader = self._opened()
+        return ClusterViews(store, leader, self.settings, self.clock)
+
+    def explain(self, job_id: str) -> dict[str, Any] | None:
+        return self._views().explain(job_id)
+
+    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
+        return self._views().nodes(include_gone)
+
+    def blocks(self, status: str | None = None) -> dict[str, Any]:
+        return self._views().blocks(status)
+
+    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
+        return views_market.autoscaler_status(self._views(), all_groups)
+
+    def costs(self, points: int = 24) -> dict[str, Any]:
+        return views_market.costs(self._views(), points)
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        return views_market.metrics_snapshot(self._views())
+
+    def status(self) -> dict[str, Any]:
+        return views_market.status_summary(self._views(), self.health())
+
+    def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """What submitting ``fields`` would cost and whether it needs a purchase (runtime/preview.py); raises
+        ``JobRejectedError`` as ``submit_job`` would. Writes nothing."""
+        store, _ = self._opened()
+        now = self.clock()
+        offers = self._validation_offers(now)
+        spec, problems = job_preview.checked_spec(fields, self.settings, offers, now)
+        if spec is None or problems:
+            raise JobRejectedError(problems)
+        return job_preview.preview(store, self.settings, spec, offers)
+
+    # ---- node agents (runtime/agents.py, docs/agent.md) ----------------------------------------------
+
+    def create_join_token(
+        self, provider: str = "local", tier: str = "FAST", ttl_s: float = 3600.0, node_id: str | None = None
+    ) -> dict[str, Any]:
+        """A one-time token for ``scalar agent --join-token``: ``{token, provider, tier, node_id, ...}``."""
+        request = JoinTokenRequest(provider=provider, tier=tier, ttl_s=ttl_s, node_id=node_id)
+        return self.agents.create_join_token(request)
 
     # ---- the market ----------------------------------------------------------------------------------
 
@@ -385,9 +532,10 @@ class ControlPlane:
         live = self._live_prices()
         now = self.clock()
         builtin: list[Offer] = []
-        for name in sorted(self.providers):
+        providers = builtin_only(self.providers, self.sellers)  # real sellers' offers are the live rows
+        for name in sorted(providers):
             try:
-                builtin.extend(self.providers[name].list_offers(now))
+                builtin.extend(providers[name].list_offers(now))
             except ProviderError as err:
                 log.warning("listing %s's offers failed: %s", name, err)
         return sourced(builtin, live.offers(), now)
@@ -413,10 +561,12 @@ class ControlPlane:
 
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
         """Seed 002's placement over every offer; ``NoSuitableInstanceError`` (with counts) when none fits."""
-        items = self._all_offers()
+        items = quotable(self._all_offers())  # untrusted (flagged) live prices are not quoted
         decision = find_optimal_placement(requirements, [i.offer for i in items], scorer=scorer)
         return quote_json(decision, items)
 
     def market_view(self, gpu_model: str | None = None) -> dict[str, Any]:
         """One ask book per GPU model across providers (built-in and live)."""
-        return aggregate_market(select_offers(self._all_offers(), gpu_model=gpu_model))
+        items = select_offers(self._all_offers(), gpu_model=gpu_model)
+        live = [lo for lo in self._live_prices().offers() if lo.offer in {i.offer for i in items}]
+        return aggregate_market(items, live_books(self.sellers, live, self.clock()))

@@ -17,10 +17,12 @@ import socket
 import tomllib
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from scalar.domain.errors import InvalidSpecError
+from scalar.engine.budget import BudgetLimit, limits_from_list
 from scalar.engine.config import ConfigError, ControllerConfig
 from scalar.providers.builtin.config import MARKET_PROVIDERS, MarketConfig, MarketConfigError
 from scalar.store.db import DATABASE_URL_ENV, default_database_url, normalize_url
@@ -57,7 +59,8 @@ class ProvidersSettings:
     only sees, and buys from, these. ``market_database_url``: where the built-in market keeps its tables
     (``None``: the control plane's own database, so every controller sees one market).
     Real provider clients (``scalar.providers.sfcompute`` ...) read their credentials from
-    ``SCALAR_<NAME>_API_KEY``; they are not driven by the control-plane loop yet.
+    ``SCALAR_<NAME>_API_KEY``; an enabled one that can buy replaces the built-in seller of its name
+    (``scalar.runtime.live_sellers``, ``docs/decisions/live-sellers.md``).
     """
 
     enabled: tuple[str, ...] = MARKET_PROVIDERS
@@ -90,6 +93,10 @@ class Settings:
     lease_name: str = "controller"
     lease_ttl_s: float = 10.0
     lease_renew_s: float = 2.0
+    # node agents (docs/agent.md): heartbeat period, and the lease: SUSPECT after, then LOST after
+    agent_heartbeat_s: float = 2.0
+    agent_suspect_after_s: float = 10.0
+    agent_lost_after_s: float = 30.0
     holder: str = field(default_factory=new_holder)  # unique per process: host:pid:uuid4
     providers: ProvidersSettings = field(default_factory=ProvidersSettings)
     # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
@@ -153,8 +160,13 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "renew_s": ("lease_renew_s", _POSITIVE),
     },
     "providers": {"enabled": ("enabled", _NAMES)},
+    "agents": {
+        "heartbeat_s": ("agent_heartbeat_s", _POSITIVE),
+        "suspect_after_s": ("agent_suspect_after_s", _POSITIVE),
+        "lost_after_s": ("agent_lost_after_s", _POSITIVE),
+    },
 }
-SECTIONS = (*SCHEMA, "controller")
+SECTIONS = (*SCHEMA, "controller", "budgets")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
 
 
@@ -247,6 +259,9 @@ def _from_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
                     f"[controller].{err.field}", err.problem, err.hint, source=source
                 ) from None
             continue
+        if section == "budgets":  # [[budgets.limits]]: spend limits, kept in the controller's config
+            values["budgets"] = _budgets(body, source)
+            continue
         known = SCHEMA[section]
         for key, value in body.items():
             if key not in known:
@@ -258,7 +273,21 @@ def _from_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
                 )
             name, kind = known[key]
             values[name] = _check(f"[{section}].{key}", kind, value, source)
+    if "budgets" in values:
+        values["controller"] = replace(
+            values.get("controller", ControllerConfig()), budgets=values.pop("budgets")
+        )
     return values
+
+
+def _budgets(body: Mapping[str, Any], source: str) -> tuple[BudgetLimit, ...]:
+    for key in body:
+        if key != "limits":
+            raise SettingsError(f"[budgets].{key}", "unknown setting", "use limits", source=source)
+    try:
+        return limits_from_list(body.get("limits", []), "limits")
+    except InvalidSpecError as err:
+        raise SettingsError(f"[budgets].{err.field}", err.problem, err.hint, source=source) from None
 
 
 def _flag_key(name: str) -> tuple[str, str]:

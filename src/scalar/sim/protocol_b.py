@@ -51,9 +51,10 @@ def scalar_config(offers: Sequence[Offer] = ()) -> ControllerConfig:
     on-demand shapes bigger than every spot shape in ``offers`` (more vCPUs, RAM or GPUs per node), so that a
     job too big for spot capacity still runs. Up to 64 nodes per shape (the market's capacity per location).
     Everything else is the engine's default (7-day contracts, 30-minute idle release, FLEX batching at 15
-    minutes or 8 GPUs). With every on-demand shape allowed, procurement buys on-demand V100s at about 3x the
-    spot price (their published interruption rate of 0 outweighs a price term that barely separates $0.05
-    from $0.14); a preempted job is requeued by the engine, its lost time counted in its wait.
+    minutes or 8 GPUs). With every on-demand shape allowed, the engine before its per-job cost band bought
+    on-demand V100s at about 3x the spot price (their published interruption rate of 0 outweighed a price
+    term that barely separates $0.05 from $0.14); a preempted job is requeued by the engine, its lost time
+    counted in its wait.
     """
     fixed = [o for o in offers if o.provider in FIXED_PRICE_PROVIDERS]
     spot = [o for o in fixed if o.spot]

@@ -120,6 +120,8 @@ class ClusterState:
         self.resource_mask: BoolArray = np.ones(n, dtype=bool)
         self._spec_ids: dict[tuple[str, ...], int] = {}
         self._spec_masks: list[BoolArray] = []
+        self.changes: list[int] = []  # every node a placement or departure changed, in order
+        self.stamp: IntArray = np.zeros(n, dtype=np.int64)  # len(changes) just after each node's last change
 
     # --- fragmentation ------------------------------------------------------------------------
     def track_fragmentation(self, who: str = "policy") -> None:
@@ -260,8 +262,40 @@ class ClusterState:
         self.cpu_left[node] = cpu_left - pod.cpu
         self.mem_left[node] = mem_left - pod.mem
         self.used_milli += pod.total_milli
+        self.changes.append(node)
+        self.stamp[node] = len(self.changes)
         if self.tracking:
             self._refresh_fragmentation(node, before, pod.milli)
+
+    def remove(self, pod: Pod, node: int, gpus: Sequence[int]) -> None:
+        """Undo ``place(pod, node, gpus)`` (a departure; Protocol A never has one, the speed benchmark does)."""
+        values = self.gpu[node].tolist()
+        for g in gpus:
+            values[g] += pod.milli
+            if values[g] > GPU_MILLI:
+                raise ValueError(f"pod {pod.index} was not on GPU {g} of node {self.names[node]}")
+            self.gpu[node, g] = values[g]
+        if gpus:
+            self.gpu_desc[node] = sorted(values, reverse=True)
+            self.idle[node] += pod.total_milli
+        self.cpu_left[node] += pod.cpu
+        self.mem_left[node] += pod.mem
+        self.used_milli -= pod.total_milli
+        self.changes.append(node)
+        self.stamp[node] = len(self.changes)
+        if self.tracking:
+            amount, count = self.frag_model.profile(self.gpu[node : node + 1])
+            self.amount[node], self.count[node] = amount[0], count[0]
+            self.amount_rows[node], self.count_rows[node] = amount[0].tolist(), count[0].tolist()
+            new = self.frag_model.scaled_py(
+                self.cpu_left.item(node),
+                self.idle.item(node),
+                self.amount_rows[node],
+                self.count_rows[node],
+                self.model.item(node),
+            )
+            self.frag_total += new - self.frag.item(node)
+            self.frag[node] = new
 
     def _refresh_fragmentation(self, node: int, before: Sequence[int], milli: int) -> None:
         fm = self.frag_model

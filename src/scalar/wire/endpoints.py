@@ -1,7 +1,8 @@
 """The endpoint SPEC.json (seed 004): developer fields and/or RunPod API fields in, the normalized spec out.
 
 Developer fields: ``name, imageName, gpus, cudaVersions, workersMin, workersMax, scalerType, scalerValue,
-gpuCount, idleTimeout, executionTimeoutMs, locations`` and ``live`` (bool) or ``kind`` (serverless|live).
+gpuCount, idleTimeout, executionTimeoutMs, locations`` and ``live`` (bool) or ``kind`` (serverless|live);
+``handler`` (``module:function``) makes a local endpoint whose workers run that Python function.
 API fields: ``gpuIds`` and ``allowedCudaVersions`` (comma strings) and ``template.imageName``. The other
 read-only fields of a ``saveEndpoint`` response (``id``, ``templateId``...) are accepted and ignored; any
 other field is an error naming it. The shape is checked here; every rule lives in
@@ -11,12 +12,17 @@ other field is an error naming it. The shape is checked here; every rule lives i
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from scalar.domain.endpoints import EndpointKind, ServerlessEndpoint, endpoint_class
 from scalar.domain.errors import InvalidSpecError
+
+HANDLER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+LOCAL_HANDLER_IMAGE = "scalar/python-handler:local"
+"""The image of an endpoint given only a Python ``handler``: the handler runs in a local subprocess."""
 
 # Fields a RunPod ``saveEndpoint`` response carries that say nothing about what the endpoint may run.
 IGNORED_API_FIELDS = frozenset(
@@ -66,6 +72,19 @@ class EndpointSpecFile(BaseModel):
     idleTimeout: StrictInt | None = None
     executionTimeoutMs: StrictInt | None = None
     locations: StrictStr | list[StrictStr] | None = None
+    handler: StrictStr | None = None
+
+    def handler_ref(self) -> str | None:
+        """The local handler, ``module:function`` (checked), or ``None``."""
+        if self.handler is None:
+            return None
+        if HANDLER_PATTERN.fullmatch(self.handler) is None:
+            raise InvalidSpecError(
+                "handler",
+                f"{self.handler!r} is not a handler reference",
+                'write module:function, e.g. "my_service.handler:handle" (the module must be importable)',
+            )
+        return self.handler
 
     def _check_extra_fields(self) -> None:
         known = sorted(type(self).model_fields)
@@ -101,11 +120,15 @@ class EndpointSpecFile(BaseModel):
                 f"{from_template!r} disagrees with imageName {self.imageName!r}",
                 "give only one of imageName and template.imageName",
             )
-        return self.imageName if self.imageName is not None else from_template
+        image = self.imageName if self.imageName is not None else from_template
+        if image is None and self.handler is not None and self.endpoint_kind() is EndpointKind.SERVERLESS:
+            return LOCAL_HANDLER_IMAGE
+        return image
 
     def to_domain(self) -> ServerlessEndpoint:
         """Build the normalized spec; raises ``InvalidSpecError`` naming the bad field."""
         self._check_extra_fields()
+        self.handler_ref()
         cls = endpoint_class(self.endpoint_kind())
         cuda = None if self.cudaVersions is None else [_cuda_text(v) for v in self.cudaVersions]
         return cls.create(

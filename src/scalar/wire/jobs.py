@@ -99,6 +99,23 @@ TierName = Annotated[Literal["FAST", "FLEX"], BeforeValidator(_upper)]
 # ------------------------------------------------------------------------------------------------ input
 
 
+MAX_ARGS = 4096
+MAX_ARG_LENGTH = 100_000
+MAX_ENV = 1000
+# A secret env value is stored sealed (``scalar-secret:v1:<ciphertext>``, runtime/secrets.py) and shown so.
+SECRET_PREFIX = "scalar-secret:"
+REDACTED = "***"
+
+
+class SecretEnvValue(BaseModel):
+    """``{"value": "...", "secret": true}``: stored encrypted, shown as ``***``, given only to the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: str = Field(max_length=MAX_ARG_LENGTH, strict=True)
+    secret: StrictBool = False
+
+
 class JobSubmission(BaseModel):
     """A job to run: ``POST /jobs``. For a gang (more GPUs than a node has), CPU and RAM are per node."""
 
@@ -154,6 +171,27 @@ class JobSubmission(BaseModel):
         description='accepted GPU models, e.g. ["H100", "H200"]; leave out to accept any',
     )
     share_gpu: StrictBool = Field(default=False, description="may share a GPU with other jobs")
+    command: list[Annotated[str, Field(max_length=MAX_ARG_LENGTH, strict=True)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_ARGS,
+        description='what to run, as argv (["python", "train.py"]); leave out for a pure reservation. '
+        "A job with a command runs on a node with a Scalar agent (docs/agent.md)",
+    )
+    env: (
+        dict[
+            Annotated[str, Field(min_length=1, max_length=MAX_ARG_LENGTH)],
+            Annotated[str, Field(strict=True, max_length=MAX_ARG_LENGTH)] | SecretEnvValue,
+        ]
+        | None
+    ) = Field(
+        default=None,
+        max_length=MAX_ENV,
+        description='environment variables for the command; {"value": "...", "secret": true} for a secret',
+    )
+    workdir: str | None = Field(
+        default=None, min_length=1, max_length=MAX_ARG_LENGTH, strict=True, description="working directory"
+    )
 
     @field_validator("name")
     @classmethod
@@ -170,9 +208,9 @@ class JobSubmission(BaseModel):
     def to_fields(self) -> dict[str, Any]:
         """The plain dict ``ControlPlane.submit_job`` takes (optional fields left out when unset)."""
         out = self.model_dump()
-        for key in ("name", "gpu_models"):
-            if out[key] is None:
-                del out[key]
+        for key in ("name", "gpu_models", "command", "env", "workdir"):
+            if out.get(key) is None:
+                out.pop(key, None)
         return out
 
 
@@ -209,6 +247,20 @@ class JobOut(BaseModel):
     cancel_requested: bool = Field(
         default=False, description="a cancellation is on its way to the controller"
     )
+    tenant: str = Field(default="default", description="the tenant that submitted the job")
+    command: list[str] | None = Field(
+        default=None, description="what the job runs (argv); null: a reservation"
+    )
+    env: dict[str, str] | None = None
+    workdir: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _hide_secrets(cls, env: dict[str, str] | None) -> dict[str, str] | None:
+        """Secret values never leave the API: shown as ``***``."""
+        if env is None:
+            return None
+        return {k: REDACTED if v.startswith(SECRET_PREFIX) else v for k, v in env.items()}
 
 
 class JobListOut(BaseModel):

@@ -43,6 +43,7 @@ from scalar.providers.sfcompute.pricing import (
     MIN_DURATION_S,
     SECONDS_PER_HOUR,
     SHAPES,
+    TICKERS,
     Shape,
     ceil_to_hour,
     ceil_to_minute,
@@ -116,7 +117,8 @@ class SFComputeProvider:
 
     # -- shapes ---------------------------------------------------------------------------------------
     def _shape(self, instance_type: str) -> Shape:
-        shape = SHAPES.get(instance_type)
+        """Scalar's instance type (``8xH100``); SFCompute's own ticker (``h100i``) is accepted as well."""
+        shape = SHAPES.get(instance_type) or SHAPES.get(TICKERS.get(instance_type.strip().lower(), ""))
         if shape is None:
             raise ProviderError(
                 self.name,
@@ -126,9 +128,11 @@ class SFComputeProvider:
         return shape
 
     def ticker(self, instance_type: str) -> str:
-        """SFCompute's ticker this client buys for a Scalar instance type (``8xH100`` -> ``h100i``)."""
-        self._shape(instance_type)
-        return self._tickers[instance_type]
+        """SFCompute's ticker this client buys for a Scalar instance type (``8xH100`` -> ``h100i``); a ticker
+        given by name is kept (``h100v`` -> ``h100v``)."""
+        shape = self._shape(instance_type)
+        named = instance_type.strip().lower()
+        return named if named in shape.tickers else self._tickers[shape.instance_type]
 
     # -- the public orderbook -------------------------------------------------------------------------
     def _window(self, now: datetime) -> tuple[datetime, datetime]:
@@ -153,7 +157,7 @@ class SFComputeProvider:
         answer = Fields.root(self.name, where, payload)
         hours = Decimal(int((end - start).total_seconds())) / SECONDS_PER_HOUR
         return Book(
-            instance_type=instance_type,
+            instance_type=shape.instance_type,
             asks=tuple(book_level(level, hours) for level in answer.objects("asks")),
             bids=tuple(book_level(level, hours) for level in answer.objects("bids")),
             observed_at=observed_at,

@@ -1,0 +1,204 @@
+"""The agent's assignments on this machine: start, stop, watch, and the journal that survives a restart.
+
+The journal (``<state dir>/journal.json``) lists every assignment the agent started, with its directory,
+its shim's pid and start time, and how much of its output has been shipped. It is written before a shim is
+started and after, atomically. A restarted agent reads it and *adopts* what still runs (same pid, same start
+time: not a reused pid), reads the outcome of what finished meanwhile from ``exit.json``, and starts again
+only what never started. So nothing is orphaned and nothing runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scalar.agent.limits import group_rss_bytes, pid_alive, process_start_ticks
+from scalar.agent.shim import write_json
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+SHIM_START_WAIT_S = 5.0
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+@dataclass
+class Entry:
+    """One assignment in the journal."""
+
+    assignment_id: str
+    directory: str
+    started_at: float
+    shim_pid: int | None = None
+    shim_ticks: int | None = None
+    shipped: int = 0
+    acked: bool = False  # the controller has seen its final state and all of its output
+    cancel: bool = False
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Runner:
+    def __init__(self, state_dir: Path, base_env: dict[str, str] | None = None) -> None:
+        self.state_dir = state_dir
+        self.journal_path = state_dir / "journal.json"
+        self.work = state_dir / "assignments"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.entries: dict[str, Entry] = {}
+        self._children: list[subprocess.Popen[bytes]] = []
+        self._load()
+
+    # ---- the journal ---------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self.journal_path.is_file():
+            return
+        raw = json.loads(self.journal_path.read_text() or "{}")
+        for item in raw.get("assignments", []):
+            entry = Entry(**item)
+            self.entries[entry.assignment_id] = entry
+        for entry in self.entries.values():
+            self._adopt(entry)
+
+    def save(self) -> None:
+        write_json(self.journal_path, {"assignments": [asdict(e) for e in self.entries.values()]})
+
+    def _adopt(self, entry: Entry) -> None:
+        """After a restart: learn the pid of a shim started just before the agent died."""
+        if entry.shim_pid is None:
+            pid_file = Path(entry.directory) / "shim.pid"
+            if pid_file.is_file():
+                entry.shim_pid = int(pid_file.read_text())
+                entry.shim_ticks = process_start_ticks(entry.shim_pid)
+
+    # ---- commands ------------------------------------------------------------------------------------
+
+    def has(self, assignment_id: str) -> bool:
+        return assignment_id in self.entries
+
+    def start(self, assignment: dict[str, Any]) -> None:
+        """Start the assignment under a shim, once: an assignment already in the journal is left alone."""
+        aid = str(assignment["assignment_id"])
+        if aid in self.entries:
+            return
+        directory = self.work / _SAFE.sub("_", aid)
+        directory.mkdir(parents=True, exist_ok=True)
+        env = {**self.base_env, **(assignment.get("env") or {})}
+        uuids = list(assignment.get("gpu_uuids") or [])
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        env["SCALAR_JOB_ID"] = str(assignment.get("job_id"))
+        env["SCALAR_ATTEMPT"] = str(assignment.get("attempt"))
+        env["SCALAR_ASSIGNMENT_ID"] = aid
+        deadline = assignment.get("deadline")
+        spec = {
+            "argv": list(assignment["argv"]),
+            "env": env,
+            "workdir": assignment.get("workdir"),
+            "memory_limit_bytes": assignment.get("memory_limit_bytes"),
+            "cpu_cores": assignment.get("cpu_cores") or 0.0,
+            "stop_grace_s": assignment.get("stop_grace_s") or 10.0,
+            "deadline_epoch": None if not deadline else datetime.fromisoformat(str(deadline)).timestamp(),
+        }
+        write_json(directory / "spec.json", spec)
+        entry = Entry(aid, str(directory), time.time())
+        self.entries[aid] = entry
+        self.save()  # journalled before the process exists: a crash now leaves no unknown process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scalar.agent.shim", str(directory)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(directory / "shim.err", "ab"),  # noqa: SIM115 - the shim owns it from here
+            start_new_session=True,
+            close_fds=True,
+        )
+        entry.shim_pid = proc.pid
+        entry.shim_ticks = process_start_ticks(proc.pid)
+        self.save()
+        self._children.append(proc)
+
+    def stop(self, assignment_id: str) -> None:
+        """SIGTERM to the shim: it stops the job's process group (SIGKILL after the grace period)."""
+        entry = self.entries.get(assignment_id)
+        if entry is None or entry.cancel:
+            return
+        entry.cancel = True
+        self.save()
+        if entry.shim_pid is not None and pid_alive(entry.shim_pid, entry.shim_ticks):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(entry.shim_pid, signal.SIGTERM)
+
+    def reap(self) -> None:
+        """Collect exited shims this process started (no zombies)."""
+        alive = []
+        for proc in self._children:
+            if proc.poll() is None:
+                alive.append(proc)
+        self._children[:] = alive
+
+    # ---- reports -------------------------------------------------------------------------------------
+
+    def report(self, entry: Entry) -> dict[str, Any]:
+        directory = Path(entry.directory)
+        exit_file = directory / "exit.json"
+        log = directory / "output.log"
+        log_bytes = log.stat().st_size if log.is_file() else 0
+        child_pid = _read_int(directory / "child.pid")
+        body: dict[str, Any] = {
+            "assignment_id": entry.assignment_id,
+            "pid": child_pid,
+            "started_at": _iso(entry.started_at),
+            "log_bytes": log_bytes,
+        }
+        if exit_file.is_file():
+            outcome = json.loads(exit_file.read_text())
+            error = outcome.get("error")
+            return {
+                **body,
+                "state": "failed_to_start" if error and child_pid is None else "exited",
+                "exit_code": outcome.get("exit_code"),
+                "signal": outcome.get("signal"),
+                "oom": bool(outcome.get("oom")),
+                "error": error,
+                "finished_at": _iso(outcome.get("finished_at")),
+            }
+        if entry.shim_pid is not None and pid_alive(entry.shim_pid, entry.shim_ticks):
+            rss = group_rss_bytes(child_pid) if child_pid else 0
+            return {**body, "state": "running", "usage": {"rss_bytes": rss, "cpu_s": 0.0}}
+        if entry.shim_pid is None and time.time() - entry.started_at < SHIM_START_WAIT_S:
+            return {**body, "state": "starting"}
+        if exit_file.is_file():  # it finished between the two checks
+            return self.report(entry)
+        return {
+            **body,
+            "state": "exited",
+            "exit_code": None,
+            "signal": None,
+            "error": "the job's supervisor is gone and left no exit status (the machine restarted?)",
+            "finished_at": _iso(time.time()),
+        }
+
+    def reports(self) -> list[dict[str, Any]]:
+        return [self.report(e) for e in self.entries.values() if not e.acked]
+
+    def log_path(self, entry: Entry) -> Path:
+        return Path(entry.directory) / "output.log"
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,469 @@
+"""Who may call what: API tokens on every route, tenants, admin-only routes, body size and rate limits.
+
+``install_security(app, control_plane)`` (called first thing by ``create_app``) adds one ASGI middleware
+that every request goes through, whatever router or mount serves it:
+
+1. the body is read up to ``max_body_bytes`` (more: 413 problem);
+2. outside the allow-list (``PUBLIC_PATHS``, ``PUBLIC_PREFIXES``) the request must carry a valid token,
+   ``Authorization: Bearer <token>`` or the dashboard's HttpOnly cookie; otherwise 401 (a browser asking
+   for a page is sent to ``/login`` instead). Every failure reads the same: no hint whether the token was
+   unknown, malformed or revoked;
+3. admin-only routes (``ADMIN_ONLY``: tokens, the audit log, spending and provider configuration) refuse a
+   user token with 403; a user asking for a sub-resource of another tenant's job (``/jobs/{id}/logs``,
+   ``/jobs/{id}/explain``...) gets the 404 of a job that does not exist;
+4. each token may make ``rate_per_s`` requests a second (bursts of ``burst``); more: 429 with
+   ``Retry-After``.
+
+The caller (a :class:`Principal`) is then ``current_principal()`` for the rest of the request. Routes reach
+the control plane through :class:`TenantScoped`, which passes the caller's tenant to the job calls: a
+user sees, changes and cancels only its tenant's jobs (another tenant's job is 404, as if it did not
+exist); an admin sees every tenant's. With authentication off (``scalar up --no-auth``, loopback only),
+every request acts as an admin of tenant ``default``. See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from scalar.api.problems import ApiProblem, problem, problem_response
+from scalar.runtime.auth import AUTH_OFF, Principal
+from scalar.wire.jobs import FieldProblem
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+COOKIE_NAME = "scalar_token"
+LOGIN_PATH = "/login"
+MAX_BODY_BYTES = 1024 * 1024
+# Node agents ship log chunks (256 KiB of output, larger once JSON-escaped): a larger limit there.
+AGENT_PREFIX = "/agent/"
+AGENT_MAX_BODY_BYTES = 8 * MAX_BODY_BYTES
+RATE_PER_S = 50.0
+RATE_BURST = 200.0
+
+# Served to anyone: health, the login page, the dashboard's static files, and the node agent's own routes
+# (which check the agent's join or node token themselves).
+PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout", "/favicon.ico"})
+PUBLIC_PREFIXES = ("/ui/static/", "/static/", AGENT_PREFIX)
+# (path prefix, methods or None for every method): admin tokens only.
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+ADMIN_ONLY: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("/tokens", None),
+    ("/audit", None),
+    ("/providers", WRITE_METHODS),
+    ("/orders", WRITE_METHODS),
+    ("/blocks", WRITE_METHODS),
+    ("/buy", WRITE_METHODS),
+    ("/sell", WRITE_METHODS),
+    ("/release", WRITE_METHODS),
+    ("/place", WRITE_METHODS),
+    ("/budgets", WRITE_METHODS),
+    ("/limits", WRITE_METHODS),
+    ("/autoscaler", WRITE_METHODS),
+    ("/agents", WRITE_METHODS),  # join tokens: a joined machine receives jobs and their secrets
+)
+
+_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "scalar_principal", default=None
+)
+
+
+def current_principal() -> Principal:
+    """The caller of the request being served (``AUTH_OFF``'s admin outside a request)."""
+    return _principal.get() or AUTH_OFF
+
+
+def tenant_filter() -> str | None:
+    """The tenant a job call is limited to: the caller's, or ``None`` (every tenant) for an admin."""
+    principal = current_principal()
+    return None if principal.is_admin else principal.tenant
+
+
+def require_admin() -> Principal:
+    """A dependency for routes only admins may call (403 otherwise)."""
+    principal = current_principal()
+    if not principal.is_admin:
+        raise ApiProblem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM])
+    return principal
+
+
+@runtime_checkable
+class AuthPort(Protocol):
+    """The control plane's token calls (``scalar.runtime.ControlPlane``)."""
+
+    def authenticate(self, token: str) -> Principal | None: ...
+
+    def create_token(
+        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+    ) -> dict[str, Any]: ...
+
+    def list_tokens(self) -> list[dict[str, Any]]: ...
+
+    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]: ...
+
+    def audit(
+        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]: ...
+
+
+# ------------------------------------------------------------------------------------------ the problems
+
+_UNAUTHORIZED = FieldProblem(
+    field="Authorization",
+    problem="is missing, or not a valid API token",
+    fix="send 'Authorization: Bearer <token>' with a token from `scalar token create` (or the one "
+    "`scalar up` printed and saved in its data dir), or sign in at /login",
+)
+_ADMIN_ONLY_PROBLEM = FieldProblem(
+    field="Authorization",
+    problem="is a user token; this action is for admins",
+    fix="ask an admin, or use a token created with `scalar token create --role admin`",
+)
+
+
+def _unauthorized(path: str) -> JSONResponse:
+    body = problem(401, "unauthorized", "a valid API token is required", [_UNAUTHORIZED], instance=path)
+    return problem_response(body, {"WWW-Authenticate": 'Bearer realm="scalar"'})
+
+
+def _forbidden(path: str) -> JSONResponse:
+    body = problem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM], instance=path)
+    return problem_response(body)
+
+
+def _too_large(path: str, limit: int) -> JSONResponse:
+    fix = f"send at most {limit} bytes; split the request"
+    body = problem(
+        413,
+        "payload-too-large",
+        f"the request body is larger than {limit} bytes",
+        [FieldProblem(field="(body)", problem=f"is larger than {limit} bytes", fix=fix)],
+        instance=path,
+    )
+    return problem_response(body)
+
+
+def _no_such_job(path: str, job_id: str) -> JSONResponse:
+    """Another tenant's job: the very answer ``GET /jobs/{id}`` gives for a job that does not exist."""
+    body = problem(
+        404,
+        "not-found",
+        f"no job with id {job_id!r}",
+        [FieldProblem(field="job_id", problem=f"no job has id {job_id!r}", fix="list jobs with GET /jobs")],
+        instance=path,
+    )
+    return problem_response(body)
+
+
+def _rate_limited(path: str, retry_after_s: float) -> JSONResponse:
+    wait = max(1, math.ceil(retry_after_s))
+    body = problem(
+        429,
+        "rate-limited",
+        f"too many requests with this token; retry in {wait} s",
+        [FieldProblem(field="(token)", problem="made too many requests", fix=f"wait {wait} s and retry")],
+        instance=path,
+    )
+    return problem_response(body, {"Retry-After": str(wait)})
+
+
+# ------------------------------------------------------------------------------------------ rate limits
+
+
+class RateLimiter:
+    """A token bucket per key: ``rate_per_s`` refills a second, up to ``burst``. Thread-safe."""
+
+    def __init__(self, rate_per_s: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> float:
+        """0 if the request may go, else the seconds until it may."""
+        now = self._clock()
+        with self._lock:
+            level, at = self._buckets.get(key, (self.burst, now))
+            level = min(self.burst, level + (now - at) * self.rate_per_s)
+            if level < 1.0:
+                self._buckets[key] = (level, now)
+                return (1.0 - level) / self.rate_per_s
+            self._buckets[key] = (level - 1.0, now)
+            if len(self._buckets) > 100_000:  # forget idle keys (full buckets) now and then
+                self._buckets = {k: v for k, v in self._buckets.items() if v[0] < self.burst}
+            return 0.0
+
+
+# ------------------------------------------------------------------------------------------ middleware
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+def is_admin_only(method: str, path: str) -> bool:
+    for prefix, methods in ADMIN_ONLY:
+        if (path == prefix or path.startswith(prefix + "/")) and (methods is None or method in methods):
+            return True
+    return False
+
+
+def job_of_subresource(path: str) -> str | None:
+    """The job id of ``/jobs/{id}/<anything>`` (explain, logs...): checked for the caller's tenant before
+    any route runs, whoever wrote the route. ``/jobs/{id}`` itself goes through ``TenantScoped``."""
+    parts = path.split("/", 3)
+    if len(parts) == 4 and parts[0] == "" and parts[1] == "jobs" and parts[2] and parts[3]:
+        return parts[2]
+    return None
+
+
+def token_of(headers: dict[str, str]) -> str | None:
+    """The bearer token of ``Authorization``, else the dashboard's cookie."""
+    auth = headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE_NAME and value:
+            return value
+    return None
+
+
+class SecurityMiddleware:
+    """Body size limit, authentication, admin-only routes and rate limits for every HTTP request."""
+
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        *,
+        authenticate: Callable[[str], Principal | None] | None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        limiter: RateLimiter | None = None,
+        owns_job: Callable[[str, str], bool] | None = None,
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.owns_job = owns_job
+        self.max_body_bytes = max_body_bytes
+        self.limiter = limiter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        method: str = scope.get("method", "GET")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        limit = AGENT_MAX_BODY_BYTES if path.startswith(AGENT_PREFIX) else self.max_body_bytes
+        body = await self._read_body(headers, receive, limit)
+        if body is None:
+            await _too_large(path, limit)(scope, receive, send)
+            return
+        principal = AUTH_OFF
+        if self.authenticate is not None and not is_public(path):
+            token = token_of(headers)
+            found = None
+            if token is not None:
+                found = await anyio.to_thread.run_sync(self.authenticate, token)
+            if found is None:
+                await self._refuse(scope, receive, send, method, path, headers)
+                return
+            principal = found
+            if self.limiter is not None:
+                wait = self.limiter.take(principal.token_id)
+                if wait > 0:
+                    await _rate_limited(path, wait)(scope, receive, send)
+                    return
+        if is_admin_only(method, path) and not principal.is_admin:
+            await _forbidden(path)(scope, receive, send)
+            return
+        job_id = job_of_subresource(path)
+        if job_id is not None and not principal.is_admin and self.owns_job is not None:
+            if not await anyio.to_thread.run_sync(self.owns_job, job_id, principal.tenant):
+                await _no_such_job(path, job_id)(scope, receive, send)
+                return
+        scope.setdefault("state", {})["principal"] = principal
+        reset = _principal.set(principal)
+        try:
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            _principal.reset(reset)
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive, limit: int) -> bytes | None:
+        """The whole body, or ``None`` when it is (or says it is) larger than ``limit``."""
+        declared = headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    return None
+            except ValueError:
+                return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, method: str, path: str, headers: dict[str, str]
+    ) -> None:
+        wants_page = method == "GET" and "text/html" in headers.get("accept", "")
+        if wants_page:  # a browser: to the login page, and back here afterwards
+            query = scope.get("query_string", b"").decode("latin-1")
+            target = path + (f"?{query}" if query else "")
+            location = f"{LOGIN_PATH}?next={quote(target, safe='')}"
+            response = JSONResponse({"detail": "sign in"}, status_code=303, headers={"Location": location})
+            await response(scope, receive, send)
+            return
+        await _unauthorized(path)(scope, receive, send)
+
+
+def _replay(body: bytes, upstream: Receive) -> Receive:
+    """The body read already, as one message; then the server's own messages (a disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await upstream()
+
+    return receive
+
+
+# ------------------------------------------------------------------------------------- tenant scoping
+
+
+class TenantScoped:
+    """The control plane as the caller may see it: job calls limited to the caller's tenant, jobs
+    submitted under it. Every other call goes through unchanged (including ``isinstance`` checks
+    against the API's port protocols, which see the wrapped object's calls)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    @property
+    def unscoped(self) -> Any:
+        return self._inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def submit_job(self, fields: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
+        return result
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = self._inner.get_job(job_id, tenant=tenant_filter())
+        return result
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
+        return result
+
+    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._inner.list_jobs(state, limit, offset, tenant=tenant_filter())
+        return result
+
+    def explain_job(self, job_id: str) -> Any:
+        if self.get_job(job_id) is None:
+            return None
+        return self._inner.explain_job(job_id)
+
+
+def scoped_class(inner: Any) -> type[TenantScoped]:
+    """A ``TenantScoped`` subclass that also declares the wrapped object's public calls, so a
+    ``runtime_checkable`` protocol check (which looks at the class, on Python 3.12+) sees them."""
+    names: dict[str, Any] = {}
+    for name in dir(type(inner)):
+        if name.startswith("_") or hasattr(TenantScoped, name):
+            continue
+        if callable(getattr(type(inner), name, None)):
+            names[name] = _forwarder(name)
+    return type(f"TenantScoped{type(inner).__name__}", (TenantScoped,), names)
+
+
+def _forwarder(name: str) -> Callable[..., Any]:
+    def forward(self: TenantScoped, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.unscoped, name)(*args, **kwargs)
+
+    forward.__name__ = name
+    return forward
+
+
+# ------------------------------------------------------------------------------------------- install
+
+
+def install_security(
+    app: FastAPI,
+    control_plane: Any,
+    *,
+    auth_required: bool | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    rate_per_s: float = RATE_PER_S,
+    burst: float = RATE_BURST,
+) -> Any:
+    """Add the middleware, the token, audit and login routes; returns the control plane the routes should
+    use (tenant-scoped when it has tokens). ``auth_required`` defaults to the control plane's
+    ``settings.auth_required``; a control plane without token calls (a test fake) runs without."""
+    port = control_plane if isinstance(control_plane, AuthPort) else None
+    if auth_required is None:
+        settings = getattr(control_plane, "settings", None)
+        auth_required = port is not None and bool(getattr(settings, "auth_required", True))
+    if auth_required and port is None:
+        raise ValueError("authentication needs a control plane with tokens (authenticate, create_token...)")
+    from scalar.api.routes_auth import auth_router
+    from scalar.web.login import login_router
+
+    limiter = RateLimiter(rate_per_s, burst)
+    owns_job = None
+    if port is not None and auth_required:
+        get_job = control_plane.get_job
+
+        def owns_job(job_id: str, tenant: str) -> bool:
+            return get_job(job_id, tenant=tenant) is not None
+
+    app.add_middleware(
+        SecurityMiddleware,
+        authenticate=port.authenticate if auth_required and port is not None else None,
+        max_body_bytes=max_body_bytes,
+        limiter=limiter,
+        owns_job=owns_job,
+    )
+    app.state.rate_limiter = limiter  # tests and operators may tune it (rate_per_s, burst)
+    app.include_router(auth_router(port, auth_required))
+    app.include_router(login_router(port.authenticate if auth_required and port is not None else None))
+    app.state.auth_required = auth_required
+    if port is None:
+        return control_plane
+    return scoped_class(control_plane)(control_plane)
+
+
+def request_principal(request: Request) -> Principal:
+    """The caller of ``request`` (set by the middleware)."""
+    principal = request.scope.get("state", {}).get("principal")
+    return principal if isinstance(principal, Principal) else current_principal()

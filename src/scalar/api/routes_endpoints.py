@@ -1,0 +1,141 @@
+"""``/endpoints``: create, list, read, update and delete serverless endpoints (seed 004, docs/endpoints.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Path, Query, Response
+from pydantic import ValidationError
+
+from scalar.api.problems import ApiProblem, ProblemRoute
+from scalar.domain.errors import InvalidSpecError
+from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService
+from scalar.wire.endpoints import EndpointSpecFile
+from scalar.wire.endpoints_api import EndpointListOut, EndpointLogsOut, EndpointOut
+from scalar.wire.jobs import FieldProblem, ProblemDetails, field_problems
+
+_PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
+ENDPOINT_ID_FIX = "give an endpoint id as returned by POST /endpoints (GET /endpoints lists them)"
+
+
+def spec_problem(exc: Exception) -> ApiProblem:
+    """An invalid spec as a 422 problem naming each field and its fix."""
+    if isinstance(exc, InvalidSpecError):
+        errors = [
+            FieldProblem(
+                field=exc.field,
+                problem=exc.problem,
+                fix=exc.hint or "correct this field (docs/formats/endpoint.md lists every field)",
+            )
+        ]
+    else:
+        assert isinstance(exc, ValidationError)
+        errors = field_problems(exc.errors(), known_fields=sorted(EndpointSpecFile.model_fields))
+    first = errors[0]
+    return ApiProblem(422, "invalid-request", f"{first.field}: {first.problem}", errors)
+
+
+def not_found(endpoint_id: str) -> ApiProblem:
+    return ApiProblem(
+        404,
+        "not-found",
+        f"no endpoint with id {endpoint_id!r}",
+        [
+            FieldProblem(
+                field="endpoint_id", problem=f"no endpoint has id {endpoint_id!r}", fix=ENDPOINT_ID_FIX
+            )
+        ],
+    )
+
+
+def endpoints_router(service: EndpointService) -> APIRouter:
+    router = APIRouter(route_class=ProblemRoute, tags=["endpoints"])
+
+    @router.post(
+        "/endpoints",
+        status_code=201,
+        response_model=EndpointOut,
+        responses={422: {**_PROBLEM, "description": "invalid spec: the errors name each field and the fix"}},
+        summary="Create a serverless endpoint",
+    )
+    def create_endpoint(
+        response: Response,
+        body: dict[str, Any] = Body(..., description="the endpoint spec (docs/formats/endpoint.md)"),
+        target: str | None = Query(
+            None, description="builtin, local or runpod (default: local with a handler)"
+        ),
+    ) -> Any:
+        try:
+            created = service.create(body, target)
+        except (InvalidSpecError, ValidationError) as exc:
+            raise spec_problem(exc) from None
+        response.headers["Location"] = f"/endpoints/{created['id']}"
+        return created
+
+    @router.get("/endpoints", response_model=EndpointListOut, summary="List endpoints")
+    def list_endpoints(
+        include_deleted: bool = Query(False, description="also list deleted endpoints"),
+    ) -> Any:
+        found = service.list_endpoints(include_deleted)
+        return {"endpoints": found, "count": len(found)}
+
+    @router.get(
+        "/endpoints/{endpoint_id}",
+        response_model=EndpointOut,
+        responses={404: {**_PROBLEM, "description": "no such endpoint"}},
+        summary="Read one endpoint: workers, health, latency, cost and scaling decisions",
+    )
+    def get_endpoint(endpoint_id: str = Path(min_length=1, max_length=64)) -> Any:
+        found = service.get(endpoint_id)
+        if found is None:
+            raise not_found(endpoint_id)
+        return found
+
+    @router.patch(
+        "/endpoints/{endpoint_id}",
+        response_model=EndpointOut,
+        responses={
+            404: {**_PROBLEM, "description": "no such endpoint"},
+            422: {**_PROBLEM, "description": "the changed spec is invalid"},
+        },
+        summary="Change an endpoint's spec (the fields given replace the current ones)",
+    )
+    def update_endpoint(
+        endpoint_id: str = Path(min_length=1, max_length=64),
+        body: dict[str, Any] = Body(..., description="spec fields to change"),
+    ) -> Any:
+        try:
+            return service.update(endpoint_id, body)
+        except EndpointNotFoundError:
+            raise not_found(endpoint_id) from None
+        except (InvalidSpecError, ValidationError) as exc:
+            raise spec_problem(exc) from None
+
+    @router.delete(
+        "/endpoints/{endpoint_id}",
+        response_model=EndpointOut,
+        responses={404: {**_PROBLEM, "description": "no such endpoint"}},
+        summary="Delete an endpoint: its workers stop, its queued requests are cancelled",
+    )
+    def delete_endpoint(endpoint_id: str = Path(min_length=1, max_length=64)) -> Any:
+        try:
+            return service.delete(endpoint_id)
+        except EndpointNotFoundError:
+            raise not_found(endpoint_id) from None
+
+    @router.get(
+        "/endpoints/{endpoint_id}/logs",
+        response_model=EndpointLogsOut,
+        responses={404: {**_PROBLEM, "description": "no such endpoint"}},
+        summary="Scaling decisions and worker moves, newest first",
+    )
+    def endpoint_logs(
+        endpoint_id: str = Path(min_length=1, max_length=64),
+        limit: int = Query(100, ge=1, le=1000, description="at most this many lines"),
+    ) -> Any:
+        try:
+            return {"id": endpoint_id, "lines": service.logs(endpoint_id, limit)}
+        except EndpointNotFoundError:
+            raise not_found(endpoint_id) from None
+
+    return router

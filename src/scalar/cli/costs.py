@@ -1,0 +1,93 @@
+"""``scalar costs``: spend by provider and over time, $ per delivered GPU-hour, what idle GPUs cost."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from scalar.cli.cluster_output import fetch, hours, say, show, table, usd
+from scalar.cli.errors import fail, user_errors
+from scalar.cli.jobs import server_option, short_time
+from scalar.cli.output import print_json
+
+BAR_WIDTH = 30
+
+
+def bar(value: Decimal, most: Decimal) -> str:
+    return "#" * (round(BAR_WIDTH * value / most) if most > 0 else 0)
+
+
+def print_costs(c: dict[str, Any]) -> None:
+    rows = [
+        [
+            p.get("provider"),
+            p.get("blocks"),
+            usd(p.get("accrued"), 4),
+            usd(p.get("committed")),
+            hours(p.get("paid_gpu_hours")),
+            hours(p.get("delivered_gpu_hours")),
+            hours(p.get("idle_gpu_hours")),
+            usd(p.get("idle_cost"), 4),
+            usd(p.get("cost_per_delivered_gpu_hour"), 4),
+        ]
+        for p in c.get("by_provider") or []
+    ]
+    total = [
+        "TOTAL",
+        sum(p.get("blocks") or 0 for p in c.get("by_provider") or []),
+        usd(c.get("accrued"), 4),
+        usd(c.get("committed")),
+        hours(c.get("paid_gpu_hours")),
+        hours(c.get("delivered_gpu_hours")),
+        hours(c.get("idle_gpu_hours")),
+        usd(c.get("idle_cost"), 4),
+        usd(c.get("cost_per_delivered_gpu_hour"), 4),
+    ]
+    headers = [
+        "provider",
+        "blocks",
+        "spend",
+        "committed",
+        "paid_gpu_h",
+        "delivered_gpu_h",
+        "idle_gpu_h",
+        "idle_cost",
+        "usd_per_delivered_gpu_h",
+    ]
+    show(table(headers, rows, "COSTS BY PROVIDER (USD)", total))
+    series = c.get("series") or []
+    if series:
+        spends = [Decimal(p.get("spend") or 0) for p in series]
+        most = max(spends)
+        srows = [
+            [
+                short_time(p.get("at")),
+                usd(p.get("spend"), 4),
+                usd(p.get("spend_in_interval"), 4),
+                bar(s, most),
+            ]
+            for p, s in zip(series, spends, strict=True)
+        ]
+        show(table(["at", "spend", "in_interval", "cumulative"], srows, "SPEND OVER TIME"))
+    else:
+        say("no contracts bought yet: nothing spent")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("costs")
+    @user_errors
+    def costs(
+        points: int = typer.Option(12, "--points", help="Points in the spend-over-time series (2-500)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+    ) -> None:
+        """Spend by provider and over time, $ per delivered GPU-hour and what idle GPUs cost."""
+        if not 2 <= points <= 500:
+            fail(f"--points: must be from 2 to 500, got {points}")
+        answer = fetch(server, "its costs", lambda c: c.costs(points))
+        if as_json:
+            print_json(answer)
+            return
+        print_costs(answer)

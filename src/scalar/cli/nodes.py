@@ -1,0 +1,165 @@
+"""``scalar nodes``: the GPU slot map (GET /nodes); ``scalar blocks``: the contracts (GET /blocks)."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import typer
+
+from scalar.cli.cluster_output import fetch, say, seconds, show, table, usd
+from scalar.cli.errors import fail, user_errors
+from scalar.cli.jobs import server_option, short_time
+from scalar.cli.output import print_json
+
+FREE = "."
+LETTERS = string.ascii_uppercase + string.ascii_lowercase
+BLOCK_STATUSES = ("open", "released", "ended")
+
+
+def gpu_map(node: dict[str, Any], letters: dict[str, str]) -> str:
+    """One character per GPU: ``.`` free, a letter per job (the legend names them), ``*`` shared."""
+    chars = []
+    for gpu in node.get("gpus") or []:
+        jobs = gpu.get("job_ids") or []
+        if not jobs:
+            chars.append(FREE)
+        elif len(jobs) > 1:
+            chars.append("*")
+        else:
+            chars.append(letters.setdefault(jobs[0], LETTERS[len(letters) % len(LETTERS)]))
+    return "".join(chars) or "-"
+
+
+def print_nodes(answer: dict[str, Any]) -> None:
+    letters: dict[str, str] = {}
+    rows = []
+    for n in answer.get("nodes") or []:
+        vram = sum(g.get("vram_used_gb") or 0 for g in n.get("gpus") or [])
+        rows.append(
+            [
+                n.get("node_id"),
+                n.get("provider"),
+                n.get("instance_type"),
+                n.get("tier"),
+                n.get("state"),
+                f"{n.get('gpus_allocated')}/{n.get('gpu_count')}",
+                gpu_map(n, letters),
+                f"{vram:g}/{(n.get('vram_per_gpu_gb') or 0) * (n.get('gpu_count') or 0):g}",
+                seconds(n.get("expires_in_s")),
+            ]
+        )
+    t = answer.get("totals") or {}
+    total = [
+        "TOTAL",
+        None,
+        None,
+        None,
+        f"{answer.get('count', 0)} nodes, {t.get('ready_nodes', 0)} ready",
+        f"{t.get('gpus_allocated', 0)}/{t.get('gpus_total', 0)}",
+        None,
+        f"{t.get('vram_used_gb', 0):g}/{t.get('vram_total_gb', 0):g}",
+        None,
+    ]
+    headers = [
+        "node_id",
+        "provider",
+        "instance_type",
+        "tier",
+        "state",
+        "gpus_used",
+        "gpu_map",
+        "vram_gb",
+        "expires_in",
+    ]
+    show(table(headers, rows, "NODES (GPU map: . free, a letter per job, * shared)", total))
+    if letters:
+        say("jobs: " + ", ".join(f"{c}={j}" for j, c in letters.items()))
+    say(
+        f"utilization {float(t.get('utilization') or 0):.0%} of the GPUs on READY nodes; fragmentation "
+        f"{float(t.get('fragmentation') or 0):.0%} ({t.get('stranded_gpus', 0)} of {t.get('gpus_idle', 0)} idle GPUs "
+        f"sit on partly used nodes); {t.get('gpus_booting', 0)} GPUs booting"
+    )
+
+
+def print_blocks(answer: dict[str, Any]) -> None:
+    rows = [
+        [
+            b.get("block_id"),
+            b.get("provider"),
+            b.get("instance_type"),
+            b.get("status"),
+            b.get("node_count"),
+            b.get("gpu_count"),
+            usd(b.get("price_per_gpu_hour"), 4),
+            short_time(b.get("start_time")),
+            short_time(b.get("end_time")),
+            usd(b.get("committed")),
+            usd(b.get("accrued"), 4),
+        ]
+        for b in answer.get("blocks") or []
+    ]
+    t = answer.get("totals") or {}
+    total = [
+        "TOTAL",
+        None,
+        None,
+        f"{t.get('blocks', 0)} blocks, {t.get('open_blocks', 0)} open",
+        sum(b.get("node_count") or 0 for b in answer.get("blocks") or []),
+        sum(b.get("gpu_count") or 0 for b in answer.get("blocks") or []),
+        None,
+        None,
+        None,
+        usd(t.get("committed")),
+        usd(t.get("accrued"), 4),
+    ]
+    headers = [
+        "block_id",
+        "provider",
+        "instance_type",
+        "status",
+        "nodes",
+        "gpus",
+        "price_per_gpu_hour",
+        "start",
+        "expires",
+        "committed",
+        "accrued",
+    ]
+    show(table(headers, rows, "BLOCKS (contracts, USD)", total))
+    say(f"open contracts cost {usd(t.get('open_price_per_hour'))}/h for {t.get('open_gpus', 0)} GPUs")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("nodes")
+    @user_errors
+    def nodes(
+        include_gone: bool = typer.Option(False, "--all", help="Also list terminated and failed nodes."),
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+    ) -> None:
+        """Every node with its GPUs (which job is on each), tier, state and expiry; utilization and
+        fragmentation totals."""
+        answer = fetch(server, "its nodes", lambda c: c.nodes(include_gone))
+        if as_json:
+            print_json(answer)
+            return
+        print_nodes(answer)
+
+    @app.command("blocks")
+    @user_errors
+    def blocks(
+        status: str | None = typer.Option(
+            None, "--status", help="Only blocks in this status: open, released, ended."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+    ) -> None:
+        """The contracts bought: provider, price paid per GPU-hour, start, expiry, committed and accrued."""
+        if status is not None and status.lower() not in BLOCK_STATUSES:
+            fail(f"--status: must be one of {', '.join(BLOCK_STATUSES)}, got {status!r}")
+        answer = fetch(server, "its blocks", lambda c: c.blocks(status.lower() if status else None))
+        if as_json:
+            print_json(answer)
+            return
+        print_blocks(answer)

@@ -1,0 +1,114 @@
+"""``scalar submit``'s cost preview and confirmation (POST /jobs/preview), and ``--wait``'s progress."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+import typer
+
+from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
+from scalar.cli.cluster_output import seconds, table, usd
+from scalar.cli.errors import USAGE_ERROR, fail
+from scalar.cli.jobs import one_line_reason, print_problem_and_exit
+from scalar.cli.output import console, print_json
+
+NOT_CONFIRMED = 1
+SETTLED = {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "PREEMPTED"}
+WAIT_TIMEOUT_S = 600.0
+POLL_S = 0.5
+
+
+def fetch_preview(server: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's preview, or ``None`` from a server without one (an older server: no route)."""
+    with ScalarClient(server) as client:
+        try:
+            return client.preview_job(fields)
+        except ServerProblem as exc:
+            if exc.status in (404, 405):  # a server without the route: submit as before, unpreviewed
+                return None
+            print_problem_and_exit(exc)
+        except ServerUnreachable as exc:
+            print_problem_and_exit(exc)
+
+
+def _rows(p: dict[str, Any]) -> list[list[Any]]:
+    buy = p.get("purchase") or {}
+    node = p.get("node") or {}
+    where = (
+        f"{buy.get('node_count')}x {buy.get('instance_type')} on {buy.get('provider')}"
+        if buy
+        else (f"{node.get('node_id')} ({node.get('provider')})" if node else None)
+    )
+    price = buy.get("price_per_gpu_hour") if buy else node.get("price_per_gpu_hour")
+    return [
+        ["needs_purchase", bool(p.get("needs_purchase"))],
+        ["runs_on", where],
+        ["price_per_gpu_hour", usd(price, 4)],
+        ["job_cost", usd(p.get("job_cost"), 4)],
+        ["new_commitment", usd(p.get("new_commitment"), 4)],
+        ["contract", seconds(buy.get("contract_s")) if buy else None],
+    ]
+
+
+def show_preview(p: dict[str, Any], *, to_stderr: bool = False) -> None:
+    out = console()
+    if to_stderr:
+        out = type(out)(file=sys.stderr, soft_wrap=False, width=out.width)
+    preview = table(["cost_preview", "value"], _rows(p), "COST PREVIEW (USD)")
+    out.print(preview)
+    out.print(p.get("reason") or "", markup=False, highlight=False, soft_wrap=True)
+
+
+def dry_run(p: dict[str, Any] | None, as_json: bool) -> None:
+    if p is None:
+        fail("--dry-run needs the server's cost preview (POST /jobs/preview); nothing was submitted")
+    if as_json:
+        print_json(p)
+        return
+    show_preview(p)
+    console().print("dry run: nothing submitted", markup=False, highlight=False)
+
+
+def confirm(p: dict[str, Any]) -> None:
+    """Ask before money is committed; no answer (stdin closed) is not a yes."""
+    question = f"Submit it and commit {usd(p.get('new_commitment'), 4)} to a purchase?"
+    try:
+        ok = typer.confirm(question, default=False, err=True)
+    except (typer.Abort, click.exceptions.Abort):
+        sys.stderr.write("\n")
+        fail("not confirmed (no answer on stdin): pass -y to submit without asking; nothing was submitted")
+    if not ok:
+        sys.stderr.write("not submitted\n")
+        raise typer.Exit(NOT_CONFIRMED)
+
+
+def follow(server: str, job: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
+    """Poll the job until it runs or ends, with a spinner showing its state and reason."""
+    job_id = str(job.get("id"))
+    out = console()
+    if quiet or not out.is_terminal:
+        out = type(out)(file=sys.stderr, soft_wrap=True)
+    deadline = time.monotonic() + WAIT_TIMEOUT_S
+    last = None
+    with ScalarClient(server) as client, out.status(f"job {job_id}: {job.get('state')}") as status:
+        while True:
+            try:
+                job = client.get_job(job_id)
+            except (ServerProblem, ServerUnreachable) as exc:
+                print_problem_and_exit(exc)
+            line = f"job {job_id}: {job.get('state')} - {one_line_reason(job) or ''}"
+            if line != last:
+                status.update(line)
+                out.print(line, markup=False, highlight=False)
+                last = line
+            if job.get("state") in SETTLED:
+                return job
+            if time.monotonic() > deadline:
+                sys.stderr.write(
+                    f"error: job {job_id} still {job.get('state')} after {WAIT_TIMEOUT_S:.0f} s\n"
+                )
+                raise typer.Exit(USAGE_ERROR)
+            time.sleep(POLL_S)

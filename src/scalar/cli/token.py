@@ -1,0 +1,138 @@
+"""``scalar token create|list|revoke`` and ``scalar audit``: API tokens and the audit log (admin).
+
+They call a running server with an admin token: ``--token``, ``$SCALAR_TOKEN``, or the one ``scalar up``
+saved in its data dir (``./.scalar/admin.token``). ``create`` prints the new token once; only its hash is
+kept, so it cannot be shown again (revoke it and create another if it is lost). See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from scalar.api.client import TOKEN_ENV, ScalarClient, ServerProblem, ServerUnreachable
+from scalar.cli.errors import fail, user_errors
+from scalar.cli.jobs import print_problem_and_exit, server_option, short_time
+from scalar.cli.output import console, make_table, print_json
+
+TOKEN_COLUMNS = ["id", "tenant", "role", "name", "created", "revoked"]
+AUDIT_COLUMNS = ["id", "at", "tenant", "actor", "action", "entity", "details"]
+
+
+def token_option() -> Any:
+    return typer.Option(
+        None,
+        "--token",
+        envvar=TOKEN_ENV,
+        help=f"An admin API token (default ${TOKEN_ENV}, else ./.scalar/admin.token for a local server).",
+        show_default=False,
+    )
+
+
+def _call(server: str, token: str | None, call: Any) -> Any:
+    with ScalarClient(server, token=token) as client:
+        try:
+            return call(client)
+        except (ServerProblem, ServerUnreachable) as exc:
+            print_problem_and_exit(exc)
+
+
+def _details(data: dict[str, Any]) -> str:
+    keys = ("provider", "instance_type", "node_count", "why", "role", "for_jobs", "bought_for_jobs")
+    parts = [f"{k}={data[k]}" for k in keys if data.get(k) not in (None, [], "")]
+    return " ".join(str(p) for p in parts)
+
+
+def register(app: typer.Typer) -> None:
+    tokens = typer.Typer(help="API tokens (admin): create, list, revoke.", no_args_is_help=True)
+    app.add_typer(tokens, name="token")
+
+    @tokens.command("create")
+    @user_errors
+    def create(
+        tenant: str = typer.Option(..., "--tenant", help="The tenant the token acts for (e.g. team-a)."),
+        role: str = typer.Option("user", "--role", help="user (its tenant's jobs) or admin (everything)."),
+        name: str | None = typer.Option(None, "--name", help="A label to recognize the token by."),
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+        token: str | None = token_option(),
+    ) -> None:
+        """Create a token and print it once (it is stored hashed and cannot be shown again)."""
+        if role not in ("user", "admin"):
+            fail(f"--role: must be user or admin, got {role!r}")
+        created = _call(server, token, lambda c: c.create_token(tenant, role, name))
+        if as_json:
+            print_json(created)
+            return
+        sys.stdout.write(f"{created['token']}\n")
+        sys.stderr.write(
+            f"created token {created['id']} for tenant {created['tenant']} ({created['role']}); it is "
+            "shown only now: keep it somewhere safe (e.g. export SCALAR_TOKEN=...)\n"
+        )
+
+    @tokens.command("list")
+    @user_errors
+    def list_(
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+        token: str | None = token_option(),
+    ) -> None:
+        """List the tokens (never the tokens themselves: their ids, tenants and roles)."""
+        page = _call(server, token, lambda c: c.list_tokens())
+        if as_json:
+            print_json(page)
+            return
+        rows = [
+            [
+                t.get("id"),
+                t.get("tenant"),
+                t.get("role"),
+                t.get("name"),
+                short_time(t.get("created_at")),
+                short_time(t.get("revoked_at")),
+            ]
+            for t in page.get("tokens", [])
+        ]
+        console().print(make_table(TOKEN_COLUMNS, rows, f"TOKENS at {server}"))
+
+    @tokens.command("revoke")
+    @user_errors
+    def revoke(
+        token_id: str = typer.Argument(..., help="The token's id (tok_..., from `scalar token list`)."),
+        server: str = server_option(),
+        token: str | None = token_option(),
+    ) -> None:
+        """Revoke a token: every request with it is refused from now on."""
+        revoked = _call(server, token, lambda c: c.revoke_token(token_id))
+        sys.stdout.write(f"revoked {revoked['id']} (tenant {revoked['tenant']}, {revoked['role']})\n")
+
+    @app.command("audit")
+    @user_errors
+    def audit(
+        tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant's rows."),
+        action: str | None = typer.Option(None, "--action", help="Only this action (buy, release...)."),
+        limit: int = typer.Option(100, "--limit", help="At most this many rows (1-1000)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        server: str = server_option(),
+        token: str | None = token_option(),
+    ) -> None:
+        """The audit log (admin): every purchase and release with the tenant it is attributed to."""
+        page = _call(server, token, lambda c: c.audit(tenant=tenant, action=action, limit=limit))
+        if as_json:
+            print_json(page)
+            return
+        rows = [
+            [
+                e.get("id"),
+                short_time(e.get("at")),
+                e.get("tenant"),
+                e.get("actor"),
+                e.get("action"),
+                e.get("entity_id"),
+                _details(e.get("data") or {}),
+            ]
+            for e in page.get("entries", [])
+        ]
+        console().print(make_table(AUDIT_COLUMNS, rows, f"AUDIT at {server}"))

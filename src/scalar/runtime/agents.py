@@ -1,0 +1,466 @@
+"""The controller's side of the agent protocol (issue 9; docs/agent.md).
+
+- ``AgentService``: join tokens, registration (refusing an incompatible agent), heartbeats (the reply carries
+  the desired state: assignments to run, assignments to stop, drain), log chunks by byte offset, and the
+  heartbeat leases (READY -> SUSPECT -> LOST, and back to READY when an agent calls again).
+- ``AgentBackend`` (``scalar.runtime.agent_backend``): the "provider" the executor calls for work on
+  agent-backed nodes: a start becomes an assignment row the node's agent picks up at its next heartbeat.
+
+Everything the engine must hear (a host registered, an attempt's outcome, a lease move) becomes one inbox row
+in the same transaction as the table change that caused it, so each is stepped exactly once, by the leader.
+Every request is idempotent: a report repeated changes nothing, a log chunk already stored is not stored
+twice, a start executed twice creates one assignment.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from scalar import __version__
+from scalar.domain.market import NodeEvent, NodeState
+from scalar.engine.codec import event_to_dict
+from scalar.engine.events import AgentRegistered, AssignmentReported, Event, HostRegistered, NodeReported
+from scalar.runtime.settings import Settings
+from scalar.store import Store
+from scalar.store import agents as repo
+from scalar.wire.agent import (
+    PROTOCOL,
+    Assignment,
+    AssignmentReport,
+    Heartbeat,
+    HeartbeatReply,
+    JoinTokenRequest,
+    LogChunk,
+    RegisterReply,
+    RegisterRequest,
+)
+
+INBOX_KIND = "agent"
+TERMINAL_REPORTS = ("exited", "failed_to_start")
+LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
+MAX_LOG_READ_BYTES = 1_000_000
+
+
+class AgentError(Exception):
+    """A refused agent request: ``status`` (HTTP), ``code`` (the problem type) and what to do."""
+
+    def __init__(self, status: int, code: str, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.fix = fix
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "host"
+
+
+def _model_name(facts: Mapping[str, Any]) -> str | None:
+    gpus = facts.get("gpus") or []
+    return str(gpus[0]["model"]) if gpus else None
+
+
+def incompatible(version: str, protocol: int) -> str | None:
+    """Why an agent of this version cannot talk to us, or None."""
+    if protocol != PROTOCOL:
+        return (
+            f"agent protocol {protocol} (version {version}) is not supported by this controller; run scalar "
+            f"agent version {__version__} (protocol {PROTOCOL})"
+        )
+    return None
+
+
+class AgentService:
+    """One control plane's agent endpoint. ``store``, ``settings`` and ``clock`` are the control plane's."""
+
+    def __init__(self, store: Callable[[], Store], settings: Settings, clock: Callable[[], datetime]) -> None:
+        self._store = store
+        self.settings = settings
+        self.clock = clock
+        self._leading: tuple[int | None, datetime] | None = None
+        self._lock = threading.Lock()
+
+    # ---- join tokens ---------------------------------------------------------------------------------
+
+    def create_join_token(self, request: JoinTokenRequest) -> dict[str, Any]:
+        now = self.clock()
+        token = "sjt_" + secrets.token_urlsafe(24)
+        expires = now + timedelta(seconds=request.ttl_s)
+        row = repo.JoinToken(
+            sha256(token), request.provider, request.tier.upper(), request.node_id, now, expires, None, None
+        )
+        with self._store().write() as tx:
+            repo.add_join_token(tx.conn, row)
+        return {
+            "token": token,
+            "provider": row.provider,
+            "tier": row.tier,
+            "node_id": row.node_id,
+            "expires_at": expires.isoformat(),
+        }
+
+    # ---- registration --------------------------------------------------------------------------------
+
+    def register(self, request: RegisterRequest) -> RegisterReply:
+        why = incompatible(request.version, request.protocol)
+        if why is not None:
+            raise AgentError(
+                409, "agent-version", why, f"install scalar {__version__} on the node and restart it"
+            )
+        now = self.clock()
+        facts = request.facts.model_dump(mode="json")
+        with self._store().write() as tx:
+            if request.join_token is None:
+                node_id, token = self._reregister(tx.conn, request, facts, now)
+            else:
+                node_id, token = self._join(tx, request.join_token, facts, request.version, now)
+        s = self.settings
+        return RegisterReply(
+            node_id=node_id,
+            node_token=token,
+            heartbeat_s=s.agent_heartbeat_s,
+            suspect_after_s=s.agent_suspect_after_s,
+            lost_after_s=s.agent_lost_after_s,
+            controller_version=__version__,
+            protocol=PROTOCOL,
+        )
+
+    def _reregister(
+        self, conn: Any, request: RegisterRequest, facts: dict[str, Any], now: datetime
+    ) -> tuple[str, str]:
+        if request.node_id is None or request.node_token is None:
+            raise AgentError(
+                401, "join-token-missing", "registration needs a join token", "pass --join-token TOKEN"
+            )
+        agent = self._authenticate(conn, request.node_id, request.node_token)
+        kept = {k: agent.facts[k] for k in ("block_id",) if k in agent.facts}
+        repo.update_agent(
+            conn, agent.node_id, facts={**facts, **kept}, version=request.version, last_seen_at=now
+        )
+        return agent.node_id, request.node_token
+
+    def _join(
+        self, tx: Any, join_token: str, facts: dict[str, Any], version: str, now: datetime
+    ) -> tuple[str, str]:
+        conn = tx.conn
+        token = repo.get_join_token(conn, sha256(join_token))
+        if token is None:
+            raise AgentError(
+                401, "join-token-invalid", "unknown join token", "create one with `scalar join-token`"
+            )
+        if token.used_at is not None:
+            raise AgentError(
+                401,
+                "join-token-used",
+                f"this join token was already used by {token.used_by}",
+                "join tokens are single-use: create a new one with `scalar join-token`",
+            )
+        if token.expires_at <= now:
+            raise AgentError(
+                401,
+                "join-token-expired",
+                f"this join token expired at {token.expires_at.isoformat()}",
+                "create a new one with `scalar join-token`",
+            )
+        node_id = token.node_id or f"node-{_slug(str(facts['hostname']))}-{secrets.token_hex(3)}"
+        if repo.get_agent(conn, node_id) is not None:
+            raise AgentError(
+                409, "node-registered", f"node {node_id} already has an agent", "restart that agent"
+            )
+        node_token = "snt_" + secrets.token_urlsafe(24)
+        event: Event
+        if token.node_id is None:
+            block_id = f"byo-{node_id}"
+            facts = {**facts, "block_id": block_id}
+            event = self._host_event(node_id, block_id, token.provider, token.tier, facts)
+        else:
+            event = AgentRegistered("inbox", node_id)
+        repo.spend_join_token(conn, token.token_sha256, node_id, now)
+        repo.add_agent(
+            conn,
+            repo.AgentRow(
+                node_id,
+                sha256(node_token),
+                token.provider,
+                str(facts["hostname"]),
+                version,
+                facts,
+                now,
+                now,
+                0,
+                "ready",
+                False,
+            ),
+        )
+        tx.add_inbox(INBOX_KIND, node_id, event_to_dict(event), now=now)
+        return node_id, node_token
+
+    @staticmethod
+    def _host_event(
+        node_id: str, block_id: str, provider: str, tier: str, facts: Mapping[str, Any]
+    ) -> HostRegistered:
+        gpus = facts.get("gpus") or []
+        model = _model_name(facts)
+        vram = min((float(g["memory_gb"]) for g in gpus), default=0.0)
+        expires = facts.get("contract_expires_at")
+        return HostRegistered(
+            "inbox",
+            node_id=node_id,
+            block_id=block_id,
+            provider=provider,
+            instance_type=f"{len(gpus)}x{model}" if gpus else "cpu",
+            gpu_model=model,
+            gpu_count=len(gpus),
+            vram_per_gpu_gb=vram,
+            cpu_cores=float(facts.get("cpu_count") or 0),
+            ram_gb=float(facts.get("ram_gb") or 0.0),
+            tier=tier,
+            end_time=None if not expires else datetime.fromisoformat(str(expires)),
+        )
+
+    def _authenticate(self, conn: Any, node_id: str, node_token: str) -> repo.AgentRow:
+        agent = repo.get_agent(conn, node_id)
+        if agent is None or not secrets.compare_digest(agent.token_sha256, sha256(node_token)):
+            raise AgentError(
+                401,
+                "node-token-invalid",
+                f"unknown node {node_id} or wrong node token",
+                "register again with a new join token (remove the agent's state dir first)",
+            )
+        return agent
+
+    # ---- heartbeats ----------------------------------------------------------------------------------
+
+    def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
+        now = self.clock()
+        store = self._store()
+        with store.write() as tx:
+            conn = tx.conn
+            agent = self._authenticate(conn, beat.node_id, beat.node_token)
+            repo.update_agent(conn, agent.node_id, last_seen_at=now, last_seq=max(agent.last_seq, beat.seq))
+            if agent.lease_state != "ready" and repo.set_lease_state(
+                conn, agent.node_id, agent.lease_state, "ready"
+            ):
+                self._node_event(
+                    tx,
+                    agent.node_id,
+                    NodeState.READY,
+                    f"its agent called again after {agent.lease_state}: rejoined",
+                    now,
+                )
+            rows = {r.assignment_id: r for r in repo.node_assignments(conn, agent.node_id)}
+            reported = {r.assignment_id: r for r in beat.assignments}
+            cancel: list[str] = []
+            for report in beat.assignments:
+                row = rows.get(report.assignment_id)
+                if row is None:
+                    cancel.append(report.assignment_id)  # not ours (or long gone): stop it
+                    continue
+                self._record_report(tx, row, report, now)
+            desired: list[Assignment] = []
+            for row in rows.values():
+                current = self._is_current(tx, row)
+                if not current and not row.cancel_requested:
+                    repo.update_assignment(conn, row.assignment_id, cancel_requested=True, updated_at=now)
+                seen = reported.get(row.assignment_id)
+                done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
+                if current and not row.cancel_requested:
+                    if not done:
+                        desired.append(Assignment.model_validate(row.spec))
+                elif seen is not None and not done:
+                    cancel.append(row.assignment_id)
+        return HeartbeatReply(
+            seq=beat.seq,
+            heartbeat_s=self.settings.agent_heartbeat_s,
+            assignments=desired,
+            cancel=cancel,
+            drain=agent.drain,
+        )
+
+    @staticmethod
+    def _is_current(tx: Any, row: repo.AssignmentRow) -> bool:
+        """The attempt is the job's current one, on this node, and the job still runs (fencing by attempt)."""
+        job = tx.get_projection("jobs", row.job_id)
+        if job is None:
+            return False
+        data = job.data
+        on_node = any(p.get("node_id") == row.node_id for p in data.get("placements") or [])
+        return bool(
+            data.get("state") in LIVE_JOB_STATES
+            and on_node
+            and int(data.get("preemptions") or 0) + 1 == row.attempt
+        )
+
+    def _record_report(
+        self, tx: Any, row: repo.AssignmentRow, report: AssignmentReport, now: datetime
+    ) -> None:
+        body = report.model_dump(mode="json")
+        if row.state == report.state:
+            if row.report != body:  # usage and log size move; the state did not
+                repo.update_assignment(tx.conn, row.assignment_id, report=body, updated_at=now)
+            return
+        if row.state in TERMINAL_REPORTS:
+            return  # an outcome is final; a late "running" after "exited" changes nothing
+        repo.update_assignment(tx.conn, row.assignment_id, state=report.state, report=body, updated_at=now)
+        outcome, reason = _outcome(report)
+        if outcome is None:
+            return
+        event = AssignmentReported("inbox", row.node_id, row.job_id, row.attempt, outcome, reason)
+        tx.add_inbox(INBOX_KIND, row.job_id, event_to_dict(event), now=now)
+
+    def _node_event(self, tx: Any, node_id: str, state: NodeState, why: str, now: datetime) -> None:
+        event = NodeReported(
+            "inbox", NodeEvent(node_id=node_id, block_id="", at=now, state=state, reason=why)
+        )
+        tx.add_inbox(INBOX_KIND, node_id, event_to_dict(event), now=now)
+
+    # ---- leases (the leader calls this before each tick) ---------------------------------------------
+
+    def check_leases(self, now: datetime, epoch: int | None) -> int:
+        """Move agents that missed their lease: READY -> SUSPECT after ``agent_suspect_after_s``, then LOST
+        after ``agent_lost_after_s``. A new leader counts from when it started leading (agents could not
+        reach a controller that was down). Returns how many moved."""
+        with self._lock:
+            if self._leading is None or self._leading[0] != epoch:
+                self._leading = (epoch, now)
+            since = self._leading[1]
+        s = self.settings
+        moved = 0
+        with self._store().read() as tx:  # most ticks nobody is late: no write transaction then
+            agents = repo.list_agents(tx.conn)
+        if not any(
+            (now - max(a.last_seen_at, since)).total_seconds() >= s.agent_suspect_after_s
+            and a.lease_state != "lost"
+            for a in agents
+        ):
+            return 0
+        with self._store().write() as tx:
+            for agent in repo.list_agents(tx.conn):
+                quiet_s = (now - max(agent.last_seen_at, since)).total_seconds()
+                target = None
+                if quiet_s >= s.agent_lost_after_s and agent.lease_state in ("ready", "suspect"):
+                    target = "lost"
+                elif quiet_s >= s.agent_suspect_after_s and agent.lease_state == "ready":
+                    target = "suspect"
+                if target is None or not repo.set_lease_state(
+                    tx.conn, agent.node_id, agent.lease_state, target
+                ):
+                    continue
+                if target == "lost" and agent.lease_state == "ready":
+                    self._node_event(
+                        tx, agent.node_id, NodeState.SUSPECT, f"no heartbeat for {quiet_s:g} s", now
+                    )
+                why = (
+                    f"no heartbeat for {quiet_s:g} s (lease: suspect after {s.agent_suspect_after_s:g} s, "
+                    f"lost after {s.agent_lost_after_s:g} s)"
+                )
+                self._node_event(tx, agent.node_id, NodeState(target), why, now)
+                moved += 1
+        return moved
+
+    # ---- logs ----------------------------------------------------------------------------------------
+
+    def ship_log(self, chunk: LogChunk) -> int:
+        try:
+            data = base64.b64decode(chunk.data_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise AgentError(
+                422, "invalid-request", "data_b64 is not base64", "send the bytes base64-encoded"
+            ) from None
+        now = self.clock()
+        with self._store().write() as tx:
+            agent = self._authenticate(tx.conn, chunk.node_id, chunk.node_token)
+            row = repo.get_assignment(tx.conn, chunk.assignment_id)
+            if row is None or row.node_id != agent.node_id:
+                raise AgentError(
+                    404,
+                    "not-found",
+                    f"no assignment {chunk.assignment_id} on node {agent.node_id}",
+                    "ship only your own",
+                )
+            stored = repo.log_length(tx.conn, row.assignment_id)
+            if chunk.offset > stored:
+                raise AgentError(
+                    409,
+                    "log-gap",
+                    f"chunk at offset {chunk.offset}; {stored} bytes are stored (expected_offset {stored})",
+                    f"send from offset {stored}",
+                )
+            fresh = data[stored - chunk.offset :]
+            if fresh:
+                repo.add_log_chunk(tx.conn, row.assignment_id, row.job_id, row.attempt, stored, fresh, now)
+            return stored + len(fresh)
+
+    def job_logs(self, job_id: str, offset: int, attempt: int | None) -> dict[str, Any] | None:
+        """The job's output from ``offset`` on (its latest attempt unless ``attempt``); None: no such job."""
+        with self._store().read() as tx:
+            job = tx.get_projection("jobs", job_id)
+            if job is None:
+                return None
+            rows = repo.job_assignments(tx.conn, job_id)
+            if attempt is not None:
+                rows = [r for r in rows if r.attempt == attempt]
+            row = rows[-1] if rows else None
+            data = (
+                b"" if row is None else repo.read_log(tx.conn, row.assignment_id, offset, MAX_LOG_READ_BYTES)
+            )
+            # finished: the job has ended and everything its agent wrote has been shipped and read
+            finished = job.data.get("state") not in ("PENDING", "SCHEDULED", "RUNNING")
+            if row is not None:
+                shipped = (row.report or {}).get("log_bytes")
+                if shipped is not None and offset + len(data) < int(shipped):
+                    finished = False
+        return {
+            "job_id": job_id,
+            "attempt": None if row is None else row.attempt,
+            "offset": offset,
+            "next_offset": offset + len(data),
+            "data": data.decode("utf-8", errors="replace"),
+            "finished": finished,
+        }
+
+    def agents(self) -> list[dict[str, Any]]:
+        with self._store().read() as tx:
+            rows = repo.list_agents(tx.conn)
+        return [
+            {
+                "node_id": a.node_id,
+                "provider": a.provider,
+                "hostname": a.hostname,
+                "version": a.version,
+                "lease_state": a.lease_state,
+                "last_seen_at": a.last_seen_at.isoformat(),
+                "last_seq": a.last_seq,
+                "facts": a.facts,
+            }
+            for a in rows
+        ]
+
+
+def _outcome(report: AssignmentReport) -> tuple[str | None, str | None]:
+    if report.state == "running":
+        return "running", None
+    if report.state == "failed_to_start":
+        return "failed", f"could not start: {report.error or 'no reason given'}"
+    if report.state == "exited":
+        if report.oom:
+            return "failed", "OOM: killed for exceeding its memory limit"
+        if report.signal is not None:
+            return "failed", f"killed by signal {report.signal}"
+        if report.exit_code == 0:
+            return "succeeded", None
+        return "failed", f"exited with code {report.exit_code}"
+    return None, None

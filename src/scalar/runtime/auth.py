@@ -1,0 +1,319 @@
+"""API tokens, principals and the audit log, over the store (docs/security.md).
+
+A token reads ``scalar.<id>.<secret>``: ``id`` (``tok_`` + 16 hex digits) finds the row, the secret (256
+random bits) proves it. Only the SHA-256 of the secret is stored, so a copy of the database yields no
+usable token; SHA-256 (not a slow password hash) is enough for a random 256-bit secret. The secret is
+compared with ``hmac.compare_digest``, and an unknown id costs the same comparison as a known one.
+
+Every purchase and release the controller decides is attributed to the tenants of the jobs it serves
+(``audit_actions``), in the transaction that stores the action; capacity bought for no job (a scale
+group's ``min_slices``) is attributed to ``(system)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock
+from scalar.engine.state import ClusterState
+from scalar.store import Store, Tx
+from scalar.store import auth as repo
+from scalar.store.auth import AuditEntry, StoredAuditEntry, StoredToken
+from scalar.store.schema_auth import ROLES
+
+DEFAULT_TENANT = "default"
+SYSTEM_TENANT = "(system)"
+CONTROLLER_ACTOR = "controller"
+TOKEN_FILE_NAME = "admin.token"
+TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_TOKEN_NAME = 200
+_TOKEN_SHAPE = re.compile(r"^scalar\.(tok_[0-9a-f]{16})\.([A-Za-z0-9_-]{20,100})$")
+_DUMMY_SHA256 = hashlib.sha256(b"scalar: no such token").hexdigest()
+
+
+class AuthError(ValueError):
+    """A bad tenant, role or name; the message says which and how to fix it."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the token's id, its tenant and role."""
+
+    token_id: str
+    tenant: str
+    role: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+# When authentication is off (``scalar up --no-auth``, on loopback only), every request acts as this.
+AUTH_OFF = Principal("(auth off)", DEFAULT_TENANT, "admin")
+
+
+def sha256_hex(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_token() -> tuple[str, str, str]:
+    """A fresh ``(token_id, secret, token)``."""
+    token_id = "tok_" + secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    return token_id, secret, f"scalar.{token_id}.{secret}"
+
+
+def parse_token(token: str) -> tuple[str, str] | None:
+    """``(token_id, secret)`` of a well-formed token, else ``None``."""
+    match = _TOKEN_SHAPE.match(token.strip()) if len(token) <= 200 else None
+    return None if match is None else (match.group(1), match.group(2))
+
+
+def check_tenant(tenant: str) -> str:
+    if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
+        raise AuthError(
+            "tenant",
+            f"is not a tenant name, got {str(tenant)[:70]!r}",
+            "use 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+        )
+    return tenant
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise AuthError("role", f"is not a role, got {str(role)[:20]!r}", "use user or admin")
+    return role
+
+
+def token_json(token: StoredToken) -> dict[str, Any]:
+    """A token as the API shows it: never the secret, nor its hash."""
+    return {
+        "id": token.id,
+        "tenant": token.tenant,
+        "role": token.role,
+        "name": token.name,
+        "created_at": token.created_at.isoformat(),
+        "revoked_at": None if token.revoked_at is None else token.revoked_at.isoformat(),
+    }
+
+
+def audit_json(entry: StoredAuditEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "at": entry.at.isoformat(),
+        "tenant": entry.tenant,
+        "actor": entry.actor,
+        "action": entry.action,
+        "entity_id": entry.entity_id,
+        "data": entry.data or {},
+    }
+
+
+class TokenService:
+    """Tokens and the audit log of one store."""
+
+    def __init__(self, store: Callable[[], Store], clock: Callable[[], datetime]) -> None:
+        self._store = store
+        self._clock = clock
+
+    def create(
+        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+    ) -> dict[str, Any]:
+        """A new token; the result's ``token`` is the only time the token is shown."""
+        check_tenant(tenant)
+        check_role(role)
+        if name is not None and (len(name) > MAX_TOKEN_NAME or not name.isprintable()):
+            raise AuthError(
+                "name", "is too long or not printable", f"give at most {MAX_TOKEN_NAME} characters"
+            )
+        token_id, secret, token = new_token()
+        now = self._clock()
+        stored = StoredToken(token_id, tenant, role, name, sha256_hex(secret), now, None)
+        with self._store().write() as tx:
+            repo.insert_token(tx.conn, stored)
+            repo.add_audit(
+                tx.conn, [AuditEntry(now, tenant, actor, "token.create", token_id, {"role": role})]
+            )
+        return {**token_json(stored), "token": token}
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of a valid, unrevoked token, else ``None`` (whatever was wrong with it)."""
+        parsed = parse_token(token)
+        token_id, secret = parsed if parsed is not None else ("", "")
+        stored = None
+        if parsed is not None:
+            with self._store().read() as tx:
+                stored = repo.get_token(tx.conn, token_id)
+        expected = stored.secret_sha256 if stored is not None else _DUMMY_SHA256
+        matches = hmac.compare_digest(sha256_hex(secret), expected)
+        if stored is None or not matches or stored.revoked_at is not None:
+            return None
+        return Principal(stored.id, stored.tenant, stored.role)
+
+    def list_all(self) -> list[dict[str, Any]]:
+        with self._store().read() as tx:
+            return [token_json(t) for t in repo.list_tokens(tx.conn)]
+
+    def revoke(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]:
+        """Revoke a token (at once: the next request with it is refused); ``KeyError`` if unknown."""
+        now = self._clock()
+        with self._store().write() as tx:
+            stored = repo.get_token(tx.conn, token_id)
+            if stored is None:
+                raise KeyError(token_id)
+            if repo.revoke_token(tx.conn, token_id, at=now):
+                repo.add_audit(tx.conn, [AuditEntry(now, stored.tenant, actor, "token.revoke", token_id)])
+            stored = repo.get_token(tx.conn, token_id)
+        assert stored is not None
+        return token_json(stored)
+
+    def audit(
+        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        with self._store().read() as tx:
+            rows = repo.list_audit(tx.conn, tenant=tenant, action=action, after_id=after_id, limit=limit)
+        return [audit_json(r) for r in rows]
+
+
+# ---- jobs by tenant ----------------------------------------------------------------------------------
+
+
+def owner_of(job: dict[str, Any]) -> str:
+    return str(job.get("tenant") or DEFAULT_TENANT)
+
+
+def list_jobs_of_tenant(
+    tx: Tx, tenant: str, state: str | None, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    return [
+        dict(r.data) for r in repo.list_jobs_of_tenant(tx.conn, tenant, state, limit=limit, offset=offset)
+    ]
+
+
+# ---- the audit log of the controller's purchases and releases ------------------------------------------
+
+
+def _tenants_of(jobs: Sequence[str], state: ClusterState) -> dict[str, list[str]]:
+    by_tenant: dict[str, list[str]] = {}
+    for job_id in jobs:
+        rec = state.jobs.get(job_id)
+        tenant = rec.spec.tenant if rec is not None else SYSTEM_TENANT
+        by_tenant.setdefault(tenant, []).append(job_id)
+    return by_tenant or {SYSTEM_TENANT: []}
+
+
+def audit_entries(actions: Sequence[Action], state: ClusterState, now: datetime) -> list[AuditEntry]:
+    """One row per purchase or release and tenant it serves (its jobs' tenants; ``(system)`` if none)."""
+    entries: list[AuditEntry] = []
+    for action in actions:
+        if isinstance(action, BuyCapacity):
+            request = action.request
+            for tenant, jobs in sorted(_tenants_of(action.for_jobs, state).items()):
+                data = {
+                    "provider": request.provider,
+                    "instance_type": request.instance_type,
+                    "node_count": request.node_count,
+                    "gpus_per_node": request.gpus_per_node,
+                    "duration_s": request.duration_s,
+                    "limit_price_per_gpu_hour": None
+                    if request.limit_price_per_gpu_hour is None
+                    else str(request.limit_price_per_gpu_hour),
+                    "tier": str(request.tier),
+                    "group": action.group,
+                    "for_jobs": jobs,
+                    "reason": action.reason.code,
+                }
+                entries.append(AuditEntry(now, tenant, CONTROLLER_ACTOR, "buy", action.action_id, data))
+        elif isinstance(action, ReleaseBlock):
+            block = state.blocks.get(action.block_id)
+            order = state.orders.get(block.order_key) if block is not None and block.order_key else None
+            bought_for = order.for_jobs if order is not None else ()
+            for tenant, served in sorted(_tenants_of(bought_for, state).items()):
+                data = {
+                    "provider": action.provider,
+                    "block_id": action.block_id,
+                    "why": action.why,
+                    "bought_for_jobs": served,
+                    "reason": action.reason.code,
+                }
+                entries.append(AuditEntry(now, tenant, CONTROLLER_ACTOR, "release", action.action_id, data))
+    return entries
+
+
+def audit_actions(
+    tx: Tx, actions: Sequence[Action], state: ClusterState, now: datetime, batch_id: int | None
+) -> None:
+    """Write the audit rows of ``actions`` in ``tx`` (the transaction that stores the actions)."""
+    repo.add_audit(tx.conn, audit_entries(actions, state, now), batch_id=batch_id)
+
+
+# ---- the local admin token of ``scalar up`` -------------------------------------------------------------
+
+
+def token_file(data_dir: Path) -> Path:
+    return Path(data_dir) / TOKEN_FILE_NAME
+
+
+def read_token_file(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def write_token_file(path: Path, token: str) -> None:
+    """Write ``token`` readable by its owner only (0600), replacing any file there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(token + "\n")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def ensure_local_admin_token(service: TokenService, data_dir: Path) -> str | None:
+    """The first start's admin token: created (tenant ``default``), written to ``<data_dir>/admin.token``
+    (0600) and returned to be printed once. ``None`` when the file already holds a valid token."""
+    path = token_file(data_dir)
+    existing = read_token_file(path)
+    if existing is not None and service.authenticate(existing) is not None:
+        return None
+    created = service.create(DEFAULT_TENANT, "admin", "local admin (scalar up)")
+    token = str(created["token"])
+    write_token_file(path, token)
+    return token
+
+
+def is_loopback_only(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback only (``127.0.0.1``, ``::1``, ``localhost``), so
+    no other machine can connect. ``0.0.0.0``, ``::`` and any other address are not."""
+    import ipaddress
+    import socket
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses)

@@ -1,0 +1,115 @@
+"""Endpoint rows <-> what the API shows: the endpoint dict, a request's RunPod status, the health counts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
+from scalar.domain.endpoints import ServerlessEndpoint
+from scalar.wire.endpoints import EndpointSpecFile
+
+TARGETS = ("builtin", "local", "runpod")
+UNHEALTHY_WINDOW_S = 600.0
+"""A lost worker counts as unhealthy in ``/health`` for this long."""
+
+
+def spec_from_row(row: dict[str, Any]) -> ServerlessEndpoint:
+    data = dict(row["spec"])
+    data.pop("handler", None)
+    return EndpointSpecFile.model_validate(data).to_domain()
+
+
+def iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+def ms_between(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None or end is None:
+        return None
+    return max(0, round((end - start).total_seconds() * 1000))
+
+
+def request_status(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """RunPod's job status: ``id, status, delayTime, executionTime, output, error, workerId`` (ms), plus
+    Scalar's ``attempts`` and ``retries``."""
+    status = RequestStatus(row["status"])
+    started = row["started_at"]
+    queued_until = started if started is not None else (row["finished_at"] or now)
+    body: dict[str, Any] = {
+        "id": row["id"],
+        "status": status.value,
+        "delayTime": ms_between(row["created_at"], queued_until),
+        "attempts": row["attempts"],
+        "retries": row["retries"],
+    }
+    if started is not None:
+        body["executionTime"] = ms_between(started, row["finished_at"] or now)
+    if row["worker_id"] is not None:
+        body["workerId"] = row["worker_id"]
+    if status is RequestStatus.COMPLETED:
+        body["output"] = row["output"]
+    if row["error"]:
+        body["error"] = row["error"]
+    return body
+
+
+def health_counts(workers: list[dict[str, Any]], counts: dict[str, int], now: datetime) -> dict[str, Any]:
+    """RunPod's ``/health``: ``workers {idle, initializing, ready, running, throttled, unhealthy}``,
+    ``jobs {completed, failed, inProgress, inQueue, retried}``."""
+    by_state: dict[str, int] = {}
+    unhealthy = 0
+    for worker in workers:
+        by_state[worker["state"]] = by_state.get(worker["state"], 0) + 1
+        stopped = worker["stopped_at"]
+        if worker["state"] == WorkerState.LOST.value and stopped is not None:
+            if (now - stopped).total_seconds() <= UNHEALTHY_WINDOW_S:
+                unhealthy += 1
+    idle = by_state.get(WorkerState.IDLE.value, 0)
+    busy = by_state.get(WorkerState.BUSY.value, 0)
+    return {
+        "workers": {
+            "idle": idle,
+            "initializing": by_state.get(WorkerState.INITIALIZING.value, 0),
+            "ready": idle + busy,
+            "running": busy,
+            "throttled": by_state.get(WorkerState.PENDING.value, 0),
+            "unhealthy": unhealthy,
+        },
+        "jobs": {
+            "completed": counts.get(RequestStatus.COMPLETED.value, 0),
+            "failed": counts.get(RequestStatus.FAILED.value, 0)
+            + counts.get(RequestStatus.TIMED_OUT.value, 0),
+            "inProgress": counts.get(RequestStatus.IN_PROGRESS.value, 0),
+            "inQueue": counts.get(RequestStatus.IN_QUEUE.value, 0),
+            "retried": counts.get("retried", 0),
+        },
+    }
+
+
+def worker_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "state": row["state"],
+        "job_id": row["job_id"],
+        "gpu_group": row["gpu_group"],
+        "gpu_model": row["gpu_model"],
+        "node_id": row["node_id"],
+        "served": row["served"],
+        "reason": row["reason"],
+        "created_at": iso(row["created_at"]),
+        "started_at": iso(row["started_at"]),
+        "ready_at": iso(row["ready_at"]),
+        "stopped_at": iso(row["stopped_at"]),
+    }
+
+
+def scaling_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "at": iso(row["at"]),
+        "action": row["action"],
+        "code": row["code"],
+        "message": row["message"],
+        "workers_before": row["workers_before"],
+        "workers_target": row["workers_target"],
+    }

@@ -1,0 +1,353 @@
+"""``EndpointService``: serverless endpoints over the control plane (seed 004, docs/endpoints.md).
+
+Endpoints, requests and scaling decisions live in the store (``scalar.store.endpoints``); any process may
+create endpoints and accept requests. The leader's ``tick(now)`` (``reconcile.py``) moves everything on:
+it follows each worker's job, delivers queued requests to ready workers, completes, retries and times them
+out, and applies the scaler's decision by submitting or cancelling worker jobs through the ControlPlane.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
+from scalar.domain.errors import InvalidSpecError
+from scalar.runtime.endpoints import reconcile
+from scalar.runtime.endpoints.local_workers import LocalWorkers
+from scalar.runtime.endpoints.records import (
+    TARGETS,
+    health_counts,
+    iso,
+    request_status,
+    scaling_dict,
+    worker_dict,
+)
+from scalar.store import Store
+from scalar.store import endpoints as repo
+from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKER_DURATION_S = 3600.0
+"""A worker job's expected duration: long, so the built-in market does not finish it on its own while it
+serves (scale-down cancels it). Nodes expiring sooner than this are not used for workers."""
+
+
+class JobsPort(Protocol):
+    """The ControlPlane calls the endpoint service uses to run its workers as jobs."""
+
+    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]: ...
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
+
+
+class EndpointNotFoundError(KeyError):
+    pass
+
+
+class RequestNotFoundError(KeyError):
+    pass
+
+
+def new_id(prefix: str, now: datetime) -> str:
+    return f"{prefix}-{now.astimezone(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def parse_spec(body: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A spec body -> (normalized spec JSON, handler). Raises ``InvalidSpecError`` or pydantic's
+    ``ValidationError`` naming the field."""
+    spec_file = EndpointSpecFile.model_validate(dict(body))
+    spec = spec_file.to_domain()
+    return endpoint_to_json(spec), spec_file.handler_ref()
+
+
+class EndpointService:
+    def __init__(
+        self,
+        jobs: JobsPort,
+        store: Callable[[], Store],
+        clock: Callable[[], datetime],
+        *,
+        seed: int = 0,
+        worker_duration_s: float = DEFAULT_WORKER_DURATION_S,
+        refusal_backoff_s: float = 30.0,
+    ) -> None:
+        self.jobs = jobs
+        self._store = store
+        self.clock = clock
+        self.rng = random.Random(seed)
+        self.worker_duration_s = worker_duration_s
+        self.refusal_backoff_s = refusal_backoff_s
+        self.local = LocalWorkers()
+        self.state = reconcile.TickMemory()
+
+    @property
+    def store(self) -> Store:
+        return self._store()
+
+    def close(self) -> None:
+        self.local.close()
+
+    # ---- endpoints -----------------------------------------------------------------------------------
+
+    def create(self, body: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
+        """Validate and store a new endpoint; ``InvalidSpecError`` naming the field if it is not valid."""
+        spec, handler = parse_spec(body)
+        target = _target(target, handler)
+        now = self.clock()
+        endpoint_id = new_id("ep", now)
+        with self.store.write() as tx:
+            if repo.find_active_by_name(tx.conn, spec["name"]) is not None:
+                raise InvalidSpecError(
+                    "name",
+                    f"an endpoint named {spec['name']!r} exists already",
+                    "pick another name, or PATCH /endpoints/{id} to change the existing one",
+                )
+            repo.insert_endpoint(
+                tx.conn,
+                {
+                    "id": endpoint_id,
+                    "name": spec["name"],
+                    "state": repo.ACTIVE,
+                    "target": target,
+                    "handler": handler,
+                    "spec": spec,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+        found = self.get(endpoint_id)
+        assert found is not None
+        return found
+
+    def update(self, endpoint_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` (spec fields) into the endpoint's spec and validate the result."""
+        with self.store.read() as tx:
+            row = repo.get_endpoint(tx.conn, endpoint_id)
+        if row is None or row["state"] != repo.ACTIVE:
+            raise EndpointNotFoundError(endpoint_id)
+        merged = dict(row["spec"])
+        for api_field, dev_field in (("gpuIds", "gpus"), ("allowedCudaVersions", "cudaVersions")):
+            if api_field in changes or dev_field in changes:
+                merged.pop(api_field, None)
+                merged.pop(dev_field, None)
+        if "imageName" in changes and "template" not in changes:
+            merged.pop("template", None)
+        merged.update(changes)
+        if row["handler"] is not None and "handler" not in changes:
+            merged["handler"] = row["handler"]
+        if merged.get("name") != row["name"]:
+            raise InvalidSpecError("name", "cannot be changed", "create a new endpoint under the new name")
+        spec, handler = parse_spec(merged)
+        with self.store.write() as tx:
+            repo.update_endpoint(
+                tx.conn, endpoint_id, {"spec": spec, "handler": handler, "updated_at": self.clock()}
+            )
+        found = self.get(endpoint_id)
+        assert found is not None
+        return found
+
+    def delete(self, endpoint_id: str) -> dict[str, Any]:
+        """Delete: cancel the queued requests and every worker job; rows stay readable."""
+        now = self.clock()
+        with self.store.read() as tx:
+            row = repo.get_endpoint(tx.conn, endpoint_id)
+            workers = repo.list_workers(
+                tx.conn, endpoint_id, states=[s.value for s in WorkerState if s.active]
+            )
+        if row is None or row["state"] != repo.ACTIVE:
+            raise EndpointNotFoundError(endpoint_id)
+        for worker in workers:
+            reconcile.cancel_worker_job(self, worker)
+            self.local.stop(worker["id"])
+        with self.store.write() as tx:
+            for worker in workers:
+                repo.update_worker(
+                    tx.conn,
+                    worker["id"],
+                    {"state": WorkerState.STOPPING.value, "reason": "the endpoint was deleted"},
+                )
+            for status in (RequestStatus.IN_QUEUE, RequestStatus.IN_PROGRESS):
+                for request in repo.requests_in(tx.conn, endpoint_id, status.value):
+                    repo.update_request(
+                        tx.conn,
+                        request["id"],
+                        {"status": "CANCELLED", "finished_at": now, "error": "the endpoint was deleted"},
+                    )
+            repo.update_endpoint(
+                tx.conn, endpoint_id, {"state": repo.DELETED, "deleted_at": now, "updated_at": now}
+            )
+        found = self.get(endpoint_id)
+        assert found is not None
+        return found
+
+    def get(self, endpoint_id: str) -> dict[str, Any] | None:
+        """The endpoint with its workers, health, latency, cost and latest scaling decisions."""
+        now = self.clock()
+        with self.store.read() as tx:
+            row = repo.get_endpoint(tx.conn, endpoint_id)
+            if row is None:
+                return None
+            workers = repo.list_workers(tx.conn, endpoint_id)
+            counts = repo.count_requests(tx.conn, endpoint_id)
+            recent = repo.recent_requests(tx.conn, endpoint_id, 200)
+            scaling = repo.list_scaling(tx.conn, endpoint_id, 20)
+        return self._view(row, workers, counts, recent, scaling, now)
+
+    def list_endpoints(self, include_deleted: bool = False) -> list[dict[str, Any]]:
+        with self.store.read() as tx:
+            ids = [r["id"] for r in repo.list_endpoints(tx.conn, include_deleted=include_deleted)]
+        return [e for i in ids if (e := self.get(i)) is not None]
+
+    def _view(
+        self,
+        row: dict[str, Any],
+        workers: list[dict[str, Any]],
+        counts: dict[str, int],
+        recent: list[dict[str, Any]],
+        scaling: list[dict[str, Any]],
+        now: datetime,
+    ) -> dict[str, Any]:
+        active = [w for w in workers if WorkerState(w["state"]).active]
+        health = health_counts(workers, counts, now)
+        done = [r for r in recent if r["status"] == RequestStatus.COMPLETED.value and r["finished_at"]]
+        latencies = sorted((r["finished_at"] - r["created_at"]).total_seconds() * 1000 for r in done)
+        return {
+            "id": row["id"],
+            "name": row["name"],
+            "state": row["state"],
+            "target": row["target"],
+            "handler": row["handler"],
+            "remote_id": row["remote_id"],
+            "spec": row["spec"],
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+            "workers": [worker_dict(w) for w in active],
+            "health": health,
+            "latency_ms": {
+                "p50": _percentile(latencies, 0.5),
+                "p99": _percentile(latencies, 0.99),
+                "samples": len(latencies),
+            },
+            "cost": reconcile.cost_summary(self, workers, counts, now),
+            "no_workers_reason": reconcile.no_workers_reason(self, row, active, scaling),
+            "scaling": [scaling_dict(s) for s in scaling],
+        }
+
+    def logs(self, endpoint_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Scaling decisions, worker moves and requests, newest first."""
+        with self.store.read() as tx:
+            row = repo.get_endpoint(tx.conn, endpoint_id)
+            if row is None:
+                raise EndpointNotFoundError(endpoint_id)
+            scaling = repo.list_scaling(tx.conn, endpoint_id, limit)
+            workers = repo.list_workers(tx.conn, endpoint_id)
+        lines: list[dict[str, Any]] = [
+            {"at": iso(s["at"]), "kind": "scaling", "code": s["code"], "message": s["message"]}
+            for s in scaling
+        ]
+        for w in workers:
+            lines.append(
+                {
+                    "at": iso(w["stopped_at"] or w["ready_at"] or w["started_at"] or w["created_at"]),
+                    "kind": "worker",
+                    "code": w["state"],
+                    "message": f"worker {w['id']} ({w['gpu_group'] or 'no GPU yet'}): {w['state']}"
+                    + (f": {w['reason']}" if w["reason"] else ""),
+                }
+            )
+        lines.sort(key=lambda line: line["at"] or "", reverse=True)
+        return lines[:limit]
+
+    # ---- requests (RunPod's data plane) --------------------------------------------------------------
+
+    def _active(self, endpoint_id: str) -> dict[str, Any]:
+        with self.store.read() as tx:
+            row = repo.get_endpoint(tx.conn, endpoint_id)
+        if row is None or row["state"] != repo.ACTIVE:
+            raise EndpointNotFoundError(endpoint_id)
+        return row
+
+    def submit_request(self, endpoint_id: str, job_input: Any) -> dict[str, Any]:
+        """Store a request (durable) and return ``{id, status: IN_QUEUE}``."""
+        self._active(endpoint_id)
+        now = self.clock()
+        request_id = new_id("req", now)
+        with self.store.write() as tx:
+            repo.insert_request(
+                tx.conn,
+                {
+                    "id": request_id,
+                    "endpoint_id": endpoint_id,
+                    "status": RequestStatus.IN_QUEUE.value,
+                    "input": job_input,
+                    "created_at": now,
+                },
+            )
+        return {"id": request_id, "status": RequestStatus.IN_QUEUE.value}
+
+    def request_status(self, endpoint_id: str, request_id: str) -> dict[str, Any]:
+        with self.store.read() as tx:
+            row = repo.get_request(tx.conn, request_id)
+        if row is None or row["endpoint_id"] != endpoint_id:
+            raise RequestNotFoundError(request_id)
+        return request_status(row, self.clock())
+
+    def cancel_request(self, endpoint_id: str, request_id: str) -> dict[str, Any]:
+        """Cancel a queued or running request; a finished one stays as it is."""
+        now = self.clock()
+        with self.store.write() as tx:
+            row = repo.get_request(tx.conn, request_id)
+            if row is None or row["endpoint_id"] != endpoint_id:
+                raise RequestNotFoundError(request_id)
+            if not RequestStatus(row["status"]).terminal:
+                repo.update_request(
+                    tx.conn, request_id, {"status": RequestStatus.CANCELLED.value, "finished_at": now}
+                )
+                row = repo.get_request(tx.conn, request_id)
+                assert row is not None
+        return request_status(row, now)
+
+    def health(self, endpoint_id: str) -> dict[str, Any]:
+        self._active(endpoint_id)
+        now = self.clock()
+        with self.store.read() as tx:
+            workers = repo.list_workers(tx.conn, endpoint_id)
+            counts = repo.count_requests(tx.conn, endpoint_id)
+        return health_counts(workers, counts, now)
+
+    # ---- the leader's loop ---------------------------------------------------------------------------
+
+    def tick(self, now: datetime | None = None) -> None:
+        """One pass over every active endpoint (the leader calls it after each controller step). A failure
+        is logged and retried on the next pass; it never costs the leader its lease."""
+        try:
+            reconcile.tick(self, self.clock() if now is None else now)
+        except Exception:
+            log.exception("endpoint tick failed; retrying on the next pass")
+
+
+def _target(target: str | None, handler: str | None) -> str:
+    if target is None:
+        return "local" if handler is not None else "builtin"
+    if target not in TARGETS:
+        raise InvalidSpecError("target", f"{target!r} is not a target", f"use one of {', '.join(TARGETS)}")
+    if target == "local" and handler is None:
+        raise InvalidSpecError(
+            "handler", "is required for target local", 'set handler to "module:function" in the spec'
+        )
+    return target
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    index = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
+    return round(values[index], 1)

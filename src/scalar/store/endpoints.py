@@ -1,0 +1,171 @@
+"""Repositories of serverless endpoints: endpoints, workers, durable requests and scaling decisions.
+
+Functions over an open connection (``tx.conn`` of ``store.write()`` / ``store.read()``); rows come back as
+plain dicts whose keys are the columns (``schema_endpoints``). Writes are the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, insert, select, update
+
+from scalar.store.schema_endpoints import endpoint_requests, endpoint_scaling, endpoint_workers, endpoints
+
+ACTIVE = "active"
+DELETED = "deleted"
+QUEUED = "IN_QUEUE"
+RUNNING = "IN_PROGRESS"
+
+
+def _dict(row: Any) -> dict[str, Any]:
+    return dict(row._mapping)
+
+
+# ---------------------------------------------------------------------------------------------- endpoints
+
+
+def insert_endpoint(conn: Connection, values: Mapping[str, Any]) -> None:
+    conn.execute(insert(endpoints).values(**values))
+
+
+def update_endpoint(conn: Connection, endpoint_id: str, values: Mapping[str, Any]) -> None:
+    conn.execute(update(endpoints).where(endpoints.c.id == endpoint_id).values(**values))
+
+
+def get_endpoint(conn: Connection, endpoint_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(endpoints).where(endpoints.c.id == endpoint_id)).first()
+    return None if row is None else _dict(row)
+
+
+def find_active_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute(select(endpoints).where(endpoints.c.name == name, endpoints.c.state == ACTIVE)).first()
+    return None if row is None else _dict(row)
+
+
+def list_endpoints(conn: Connection, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    query = select(endpoints).order_by(endpoints.c.created_at, endpoints.c.id)
+    if not include_deleted:
+        query = query.where(endpoints.c.state == ACTIVE)
+    return [_dict(r) for r in conn.execute(query)]
+
+
+# ---------------------------------------------------------------------------------------------- workers
+
+
+def insert_worker(conn: Connection, values: Mapping[str, Any]) -> None:
+    conn.execute(insert(endpoint_workers).values(**{"served": 0, **values}))
+
+
+def update_worker(conn: Connection, worker_id: str, values: Mapping[str, Any]) -> None:
+    conn.execute(update(endpoint_workers).where(endpoint_workers.c.id == worker_id).values(**values))
+
+
+def list_workers(
+    conn: Connection, endpoint_id: str, *, states: Sequence[str] | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    query = (
+        select(endpoint_workers)
+        .where(endpoint_workers.c.endpoint_id == endpoint_id)
+        .order_by(endpoint_workers.c.created_at, endpoint_workers.c.id)
+    )
+    if states is not None:
+        query = query.where(endpoint_workers.c.state.in_(list(states)))
+    if limit is not None:
+        query = query.limit(limit)
+    return [_dict(r) for r in conn.execute(query)]
+
+
+def get_worker(conn: Connection, worker_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(endpoint_workers).where(endpoint_workers.c.id == worker_id)).first()
+    return None if row is None else _dict(row)
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+def insert_request(conn: Connection, values: Mapping[str, Any]) -> None:
+    conn.execute(insert(endpoint_requests).values(**{"attempts": 0, "retries": 0, **values}))
+
+
+def update_request(conn: Connection, request_id: str, values: Mapping[str, Any]) -> None:
+    conn.execute(update(endpoint_requests).where(endpoint_requests.c.id == request_id).values(**values))
+
+
+def update_request_if(
+    conn: Connection, request_id: str, expect_status: str, values: Mapping[str, Any]
+) -> bool:
+    """Update only if the request is still in ``expect_status`` (an API call may have cancelled it)."""
+    result = conn.execute(
+        update(endpoint_requests)
+        .where(endpoint_requests.c.id == request_id, endpoint_requests.c.status == expect_status)
+        .values(**values)
+    )
+    return bool(result.rowcount)
+
+
+def get_request(conn: Connection, request_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(endpoint_requests).where(endpoint_requests.c.id == request_id)).first()
+    return None if row is None else _dict(row)
+
+
+def requests_in(
+    conn: Connection, endpoint_id: str, status: str, *, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Requests of one status, oldest first."""
+    query = (
+        select(endpoint_requests)
+        .where(endpoint_requests.c.endpoint_id == endpoint_id, endpoint_requests.c.status == status)
+        .order_by(endpoint_requests.c.created_at, endpoint_requests.c.id)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [_dict(r) for r in conn.execute(query)]
+
+
+def count_requests(conn: Connection, endpoint_id: str) -> dict[str, int]:
+    """Requests by status, and ``retried``: how many requests were retried after losing their worker."""
+    rows = conn.execute(
+        select(endpoint_requests.c.status, func.count())
+        .where(endpoint_requests.c.endpoint_id == endpoint_id)
+        .group_by(endpoint_requests.c.status)
+    ).all()
+    counts = {str(status): int(n) for status, n in rows}
+    retried = conn.execute(
+        select(func.count()).where(
+            endpoint_requests.c.endpoint_id == endpoint_id, endpoint_requests.c.retries > 0
+        )
+    ).scalar_one()
+    counts["retried"] = int(retried)
+    return counts
+
+
+def recent_requests(conn: Connection, endpoint_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest requests first."""
+    query = (
+        select(endpoint_requests)
+        .where(endpoint_requests.c.endpoint_id == endpoint_id)
+        .order_by(endpoint_requests.c.created_at.desc(), endpoint_requests.c.id.desc())
+        .limit(limit)
+    )
+    return [_dict(r) for r in conn.execute(query)]
+
+
+# ---------------------------------------------------------------------------------------------- scaling
+
+
+def record_scaling(conn: Connection, endpoint_id: str, at: datetime, values: Mapping[str, Any]) -> None:
+    conn.execute(insert(endpoint_scaling).values(endpoint_id=endpoint_id, at=at, **values))
+
+
+def list_scaling(conn: Connection, endpoint_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest decisions first."""
+    query = (
+        select(endpoint_scaling)
+        .where(endpoint_scaling.c.endpoint_id == endpoint_id)
+        .order_by(endpoint_scaling.c.id.desc())
+        .limit(limit)
+    )
+    return [_dict(r) for r in conn.execute(query)]

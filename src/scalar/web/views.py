@@ -1,0 +1,238 @@
+"""What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out).
+
+The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
+computed here so they can be tested without a browser.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from scalar.web.charts import depth_chart, line_chart
+from scalar.web.formatting import number, parse_time, seconds_between
+
+JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
+SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
+SLICE_LEGEND = {
+    "requesting": "bought or asked for; the provider has not handed it over yet",
+    "booting": "the machine is starting",
+    "initializing": "up; the agent is setting it up",
+    "ready": "takes jobs",
+    "failed": "did not come up; its capacity is released",
+}
+PRICE_ROWS = 200
+
+
+def _levels(rows: Any) -> list[dict[str, Any]]:
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def orderbook_view(book: dict[str, Any]) -> dict[str, Any]:
+    asks = _levels(book.get("asks"))
+    bids = _levels(book.get("bids"))
+    optimal_index = book.get("optimal_index")
+    ask_total = sum(number(a.get("quantity_gpus")) or 0 for a in asks)
+    bid_total = sum(number(b.get("quantity_gpus")) or 0 for b in bids)
+    ask_rows = []
+    cumulative = 0.0
+    for index, ask in enumerate(asks):
+        cumulative += number(ask.get("quantity_gpus")) or 0
+        ask_rows.append(
+            {
+                **ask,
+                "index": index,
+                "cumulative": number(ask.get("cumulative_quantity")) or cumulative,
+                "bar_pct": round(100 * cumulative / ask_total, 1) if ask_total else 0,
+                "optimal": index == optimal_index,
+            }
+        )
+    bid_rows = []
+    cumulative = 0.0
+    for index, bid in enumerate(bids):
+        cumulative += number(bid.get("quantity_gpus")) or 0
+        bid_rows.append(
+            {
+                **bid,
+                "index": index,
+                "cumulative": cumulative,
+                "bar_pct": round(100 * cumulative / bid_total, 1) if bid_total else 0,
+            }
+        )
+    raw_metadata = book.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
+    chart = depth_chart(
+        [(number(a.get("price")) or 0, number(a.get("quantity_gpus")) or 0) for a in asks],
+        [(number(b.get("price")) or 0, number(b.get("quantity_gpus")) or 0) for b in bids],
+        optimal_price=number(book.get("optimal_price")),
+        required_gpus=number(metadata.get("required_gpus")),
+    )
+    return {
+        "reason": _sentence(book.get("reason")),
+        "warnings": [_sentence(w) for w in book.get("warnings") or [] if _sentence(w)],
+        "asks": ask_rows,
+        "bids": bid_rows,
+        "chart": chart,
+        "metadata": metadata,
+        "fill": book.get("fill") if isinstance(book.get("fill"), dict) else {},
+        "optimal_row": ask_rows[optimal_index]
+        if isinstance(optimal_index, int) and 0 <= optimal_index < len(ask_rows)
+        else None,
+    }
+
+
+def _sentence(value: Any) -> str:
+    """A reason as text: its ``message`` when it is a structured reason."""
+    if isinstance(value, dict):
+        return str(value.get("message") or "")
+    return "" if value is None else str(value)
+
+
+def job_rows(jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    rows = []
+    for job in jobs:
+        if not isinstance(job, dict):
+            continue
+        end = job.get("started_at") or job.get("finished_at") or now.isoformat()
+        rows.append({**job, "wait_s": seconds_between(job.get("submitted_at"), end)})
+    return rows
+
+
+def state_counts(jobs: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    counts = Counter(str(j.get("state")) for j in jobs if isinstance(j, dict))
+    return [(state, counts[state]) for state in JOB_STATES if counts[state]]
+
+
+def seconds_until(value: Any, now: datetime) -> float | None:
+    when = parse_time(value)
+    return None if when is None else (when - now).total_seconds()
+
+
+def price_rows(offers: list[dict[str, Any]], limit: int = PRICE_ROWS) -> list[dict[str, Any]]:
+    return [o for o in offers if isinstance(o, dict)][:limit]
+
+
+def slice_badges(counts: Any) -> list[tuple[str, int]]:
+    """``{"requesting": 1, ...}`` as (state, count) in lifecycle order, the known states first."""
+    if not isinstance(counts, dict):
+        return []
+    known = [(s, int(number(counts.get(s)) or 0)) for s in SLICE_STATES]
+    extra = [(str(k), int(number(v) or 0)) for k, v in counts.items() if k not in SLICE_STATES]
+    return known + [e for e in extra if e[1]]
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def cluster_view(body: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """``GET /nodes``: each node's GPU cells colored by job (one of 12 hues) and shaded by VRAM in use."""
+    colors: dict[str, int] = {}
+    nodes = []
+    for node in _dicts(body.get("nodes")):
+        cells = []
+        for slot in _dicts(node.get("gpus")):
+            job_ids = [str(j) for j in slot.get("job_ids") or []]
+            for job_id in job_ids:
+                colors.setdefault(job_id, len(colors) % 12)
+            total = number(slot.get("vram_total_gb")) or 0
+            used = number(slot.get("vram_used_gb")) or 0
+            cells.append(
+                {
+                    **slot,
+                    "job_ids": job_ids,
+                    "color": colors[job_ids[0]] if job_ids else None,
+                    "vram_pct": min(100, round(100 * used / total)) if total else 0,
+                }
+            )
+        expires_in_s = number(node.get("expires_in_s"))
+        if expires_in_s is None:
+            expires_in_s = seconds_until(node.get("expires_at"), now)
+        nodes.append({**node, "cells": cells, "expires_in_s": expires_in_s})
+    totals = body.get("totals") if isinstance(body.get("totals"), dict) else {}
+    return {"nodes": nodes, "totals": totals, "job_colors": colors}
+
+
+def explain_view(body: dict[str, Any]) -> dict[str, Any]:
+    """``GET /jobs/{id}/explain``: the sentences, the rejections, routing, purchase and the story."""
+    lines = body.get("lines")
+    placement = body.get("placement") if isinstance(body.get("placement"), dict) else None
+    return {
+        **body,
+        "lines": [str(line) for line in lines] if isinstance(lines, list) else [],
+        "placement": placement,
+        "rejections": _dicts(placement.get("rejections")) if placement else [],
+        "routing": body.get("routing") if isinstance(body.get("routing"), dict) else None,
+        "purchase": body.get("purchase") if isinstance(body.get("purchase"), dict) else None,
+        "story": _dicts(body.get("story")),
+        "notes": [str(n) for n in body.get("notes") or []],
+    }
+
+
+def autoscaler_view(body: dict[str, Any]) -> dict[str, Any]:
+    """``GET /autoscaler/status``: groups with slice badges, unmet demand by reason, recent actions."""
+    groups = [{**g, "badges": slice_badges(g.get("slices"))} for g in _dicts(body.get("groups"))]
+    # Groups with slices first, then by name: the busy ones are what a visitor looks for.
+    groups.sort(key=lambda g: (-sum(n for _, n in g["badges"]), str(g.get("name"))))
+    return {
+        "groups": groups,
+        "active_groups": [g for g in groups if any(n for _, n in g["badges"])],
+        "totals": slice_badges(body.get("slice_totals")),
+        "unmet_by_reason": _dicts(body.get("unmet_by_reason")),
+        "routed_at": body.get("routed_at"),
+        "routing_lines": [str(line) for line in body.get("routing_lines") or []],
+        "pending_groups": _dicts(body.get("pending_groups")),
+        "open_orders": _dicts(body.get("open_orders")),
+        "actions": _dicts(body.get("recent_actions"))[:100],
+        "notes": [str(n) for n in body.get("notes") or []],
+    }
+
+
+def costs_view(body: dict[str, Any]) -> dict[str, Any]:
+    """``GET /costs``: the spend-over-time chart and the spend of each provider as a share bar."""
+    series = _dicts(body.get("series"))
+    points = []
+    for point in series:
+        when = parse_time(point.get("at"))
+        spend = number(point.get("spend"))
+        if when is not None and spend is not None:
+            points.append((when.timestamp(), spend))
+    labels = []
+    if points:
+        for at in (points[0][0], points[len(points) // 2][0], points[-1][0]):
+            labels.append((at, datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")))
+    providers = _dicts(body.get("by_provider"))
+    top = max((number(p.get("accrued")) or 0 for p in providers), default=0)
+    return {
+        **body,
+        "chart": line_chart(points, labels) if len(points) >= 2 else None,
+        "providers": [
+            {**p, "bar_pct": round(100 * (number(p.get("accrued")) or 0) / top, 1) if top else 0}
+            for p in providers
+        ],
+    }
+
+
+def block_rows(body: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    rows = []
+    for block in _dicts(body.get("blocks")):
+        expires_in_s = number(block.get("expires_in_s"))
+        if expires_in_s is None:
+            expires_in_s = seconds_until(block.get("end_time"), now)
+        rows.append({**block, "expires_in_s": expires_in_s})
+    return rows
+
+
+PRICE_SORT_KEYS = ("provider", "gpu_model", "price_per_gpu_hour", "price_per_hour", "age_s")
+
+
+def sort_urls(filters: dict[str, str]) -> dict[str, str]:
+    """The link of each sortable column: sort by it, or flip the order when it is already the sort."""
+    urls = {}
+    for key in PRICE_SORT_KEYS:
+        flip = filters.get("sort") == key and not filters.get("descending")
+        query = {**filters, "sort": key, "descending": "true" if flip else ""}
+        urls[key] = "?" + urlencode({k: v for k, v in query.items() if v})
+    return urls

@@ -1,0 +1,153 @@
+"""The agent protocol's messages (issue 9; docs/agent.md): registration, heartbeats, assignments, logs.
+
+The agent always calls the controller (nodes behind NAT work). Every message is idempotent: a heartbeat
+carries the full state of each assignment, a log chunk its byte offset, a registration the one-time join
+token (or, from a restarted agent, its node id and token).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+PROTOCOL = 1
+"""Bumped on any incompatible change; the controller refuses an agent with another protocol."""
+
+MAX_LOG_CHUNK_BYTES = 1_000_000
+
+AssignmentStateName = Literal["starting", "running", "exited", "failed_to_start"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GpuFact(_Model):
+    index: int = Field(ge=0)
+    uuid: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=100)
+    memory_gb: float = Field(ge=0)
+
+
+class HostFacts(_Model):
+    hostname: str = Field(min_length=1, max_length=255)
+    gpus: list[GpuFact] = Field(default_factory=list, max_length=64)
+    cpu_count: int = Field(ge=0)
+    ram_gb: float = Field(ge=0)
+    disk_gb: float = Field(ge=0)
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    instance_id: str | None = None
+    contract_expires_at: AwareDatetime | None = None
+    fake_gpus: bool = False
+
+
+class RegisterRequest(_Model):
+    join_token: str | None = Field(default=None, max_length=200)
+    node_id: str | None = Field(default=None, max_length=200, description="a restarted agent's node")
+    node_token: str | None = Field(default=None, max_length=200)
+    version: str = Field(min_length=1, max_length=64)
+    protocol: int
+    facts: HostFacts
+
+
+class RegisterReply(_Model):
+    node_id: str
+    node_token: str
+    heartbeat_s: float
+    suspect_after_s: float
+    lost_after_s: float
+    controller_version: str
+    protocol: int
+
+
+class Usage(_Model):
+    rss_bytes: int = 0
+    cpu_s: float = 0.0
+
+
+class AssignmentReport(_Model):
+    assignment_id: str = Field(min_length=1, max_length=255)
+    state: AssignmentStateName
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    oom: bool = False
+    error: str | None = Field(default=None, max_length=2000)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    usage: Usage = Field(default_factory=Usage)
+    log_bytes: int = 0
+
+
+class Heartbeat(_Model):
+    node_id: str = Field(min_length=1, max_length=200)
+    node_token: str = Field(min_length=1, max_length=200)
+    seq: int = Field(ge=0)
+    assignments: list[AssignmentReport] = Field(default_factory=list)
+
+
+class Assignment(_Model):
+    """What to run: one attempt of a job on this node."""
+
+    assignment_id: str
+    job_id: str
+    attempt: int
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    gpu_uuids: list[str] = Field(default_factory=list)
+    gpu_indices: list[int] = Field(default_factory=list)
+    vram_budget_gb: float | None = None
+    vram_fraction: float | None = None
+    cpu_cores: float = 0.0
+    memory_limit_bytes: int | None = None
+    ports: list[int] = Field(default_factory=list)
+    deadline: datetime | None = None
+    stop_grace_s: float = 10.0
+
+
+class HeartbeatReply(_Model):
+    seq: int
+    heartbeat_s: float
+    assignments: list[Assignment] = Field(default_factory=list)
+    cancel: list[str] = Field(default_factory=list)
+    drain: bool = False
+
+
+class LogChunk(_Model):
+    node_id: str = Field(min_length=1, max_length=200)
+    node_token: str = Field(min_length=1, max_length=200)
+    assignment_id: str = Field(min_length=1, max_length=255)
+    offset: int = Field(ge=0)
+    data_b64: str = Field(max_length=MAX_LOG_CHUNK_BYTES * 2)
+
+
+class LogChunkReply(_Model):
+    next_offset: int
+
+
+class JoinTokenRequest(_Model):
+    provider: str = Field(default="local", min_length=1, max_length=64)
+    tier: str = Field(default="FAST", pattern="^(FAST|FLEX|fast|flex)$")
+    ttl_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
+    node_id: str | None = Field(default=None, max_length=200)
+
+
+class JoinTokenOut(_Model):
+    token: str
+    provider: str
+    tier: str
+    node_id: str | None
+    expires_at: datetime
+
+
+class JobLogsOut(_Model):
+    job_id: str
+    attempt: int | None
+    offset: int
+    next_offset: int
+    data: str
+    finished: bool

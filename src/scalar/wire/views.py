@@ -1,0 +1,371 @@
+"""Response schemas of the cluster views: ``/jobs/{id}/explain``, ``/nodes``, ``/blocks``,
+``/autoscaler/status`` and ``/costs`` (docs/api.md). Money is a decimal string (``"2.370000"``, USD)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Money = str
+Source = Literal["leader", "store"]
+
+
+class RejectionOut(BaseModel):
+    code: str = Field(description="why these nodes could not take the job")
+    count: int = Field(description="how many nodes were rejected for this reason")
+    example: str = Field(description="one of them, with its numbers")
+
+
+class PlacementOut(BaseModel):
+    kind: str
+    message: str
+    at: str | None
+    node_ids: list[str]
+    nodes_rejected: int
+    rejections: list[RejectionOut]
+
+
+class RoutingOut(BaseModel):
+    group: str | None
+    code: str
+    message: str
+    resource: str | None = None
+    need: float | int | str | None = None
+    have: float | int | str | None = None
+    limit: float | int | str | None = None
+
+
+class PurchaseOut(BaseModel):
+    order_key: str
+    status: str | None
+    in_flight: bool = Field(description="placed or acknowledged, or filled with nodes not READY yet")
+    group: str | None
+    provider: str | None
+    instance_type: str | None
+    node_count: int | None
+    tier: str | None
+    limit_price_per_gpu_hour: Money | None
+    placed_at: str | None
+    block_id: str | None
+    node_states: list[str]
+    reason: str | None
+    eta_at: str | None = Field(description="when its capacity is expected READY")
+    eta_s: float | None = Field(description="seconds from now until eta_at")
+    overdue_s: float | None = Field(None, description="seconds past eta_at while still not READY")
+    eta_basis: str = Field(description="how the ETA was estimated")
+    deadline_at: str | None = Field(description="the controller gives up on it after this")
+    for_jobs: list[str]
+
+
+class StoryItemOut(BaseModel):
+    at: str | None
+    code: str
+    message: str
+    kind: str | None
+    from_: str | None = Field(alias="from", serialization_alias="from")
+    to: str | None
+
+    model_config = {"populate_by_name": True}
+
+
+class ExplanationOut(BaseModel):
+    job_id: str
+    name: str | None
+    state: str
+    reason: str | None
+    reason_code: str | None
+    summary: str = Field(description="one line: the state and why")
+    source: Source = Field(description="leader: with the controller's memory; store: a follower's view")
+    queue_position: int | None = Field(description="1-based among pending jobs, in packing order")
+    queue_length: int
+    waiting_s: float | None = Field(description="seconds from submission to start (or to now)")
+    placement: PlacementOut | None = Field(description="the last placement decision, rejections counted")
+    routing: RoutingOut | None
+    purchase: PurchaseOut | None
+    validation: list[dict[str, Any]]
+    lines: list[str] = Field(description="the explanation as sentences, with numbers")
+    story: list[StoryItemOut] = Field(description="the job's decisions, oldest first")
+    notes: list[str]
+    at: str | None
+
+
+class GpuSlotOut(BaseModel):
+    index: int
+    job_ids: list[str]
+    vram_used_gb: float
+    vram_total_gb: float
+
+
+class NodeSlotsOut(BaseModel):
+    node_id: str
+    block_id: str | None
+    group: str | None
+    provider: str | None
+    instance_type: str | None
+    gpu_model: str | None
+    tier: str | None
+    state: str | None
+    gpu_count: int
+    gpus_allocated: int
+    gpus_free: int
+    vram_per_gpu_gb: float
+    cpu_used: float | None
+    cpu_total: float | None
+    ram_used_gb: float | None
+    ram_total_gb: float | None
+    jobs: list[str]
+    expires_at: str | None
+    expires_in_s: float | None
+    ready_at: str | None
+    idle_since: str | None
+    gpus: list[GpuSlotOut]
+
+
+class NodeTotalsOut(BaseModel):
+    nodes: int
+    nodes_by_state: dict[str, int]
+    ready_nodes: int
+    gpus_total: int = Field(description="GPUs on READY nodes")
+    gpus_allocated: int
+    gpus_idle: int
+    gpus_booting: int
+    utilization: float = Field(description="gpus_allocated / gpus_total")
+    fragmentation: float = Field(description="share of idle GPUs on nodes already partly in use")
+    stranded_gpus: int
+    largest_free_node_gpus: int
+    vram_total_gb: float
+    vram_used_gb: float
+
+
+class NodesOut(BaseModel):
+    nodes: list[NodeSlotsOut]
+    count: int
+    totals: NodeTotalsOut
+    at: str | None
+
+
+class BlockOut(BaseModel):
+    block_id: str
+    provider: str
+    instance_type: str | None
+    group: str | None
+    order_key: str | None
+    status: str | None = Field(description="open, released or ended")
+    node_ids: list[str]
+    node_count: int
+    gpus_per_node: int | None
+    gpu_count: int
+    price_per_gpu_hour: Money
+    price_per_hour: Money
+    start_time: str | None
+    end_time: str | None = Field(description="expiry")
+    expires_in_s: float | None
+    committed: Money = Field(description="the contract's full value")
+    accrued: Money = Field(description="spent so far")
+
+
+class BlockTotalsOut(BaseModel):
+    blocks: int
+    open_blocks: int
+    open_gpus: int
+    open_price_per_hour: Money
+    committed: Money
+    accrued: Money
+
+
+class BlocksOut(BaseModel):
+    blocks: list[BlockOut]
+    count: int
+    status: str | None
+    totals: BlockTotalsOut
+    at: str | None
+
+
+class UnmetOut(BaseModel):
+    job_ids: list[str]
+    code: str
+    message: str | None
+
+
+class UnmetByReasonOut(BaseModel):
+    code: str
+    jobs: int
+    example: str | None
+    job_ids: list[str]
+
+
+class SlicesOut(BaseModel):
+    requesting: int = 0
+    booting: int = 0
+    initializing: int = 0
+    ready: int = 0
+    failed: int = 0
+    terminated: int = 0
+
+
+class GroupStatusOut(BaseModel):
+    name: str
+    provider: str | None
+    instance_type: str | None
+    tier: str | None
+    spot: bool | None
+    gpu_model: str | None
+    gpus_per_node: int | None
+    price_per_gpu_hour: Money | None
+    priority: int | None
+    availability: str | None
+    backoff_until: str | None
+    backoff_reason: str | None
+    excluded: str | None
+    min_slices: int | None
+    max_slices: int | None
+    slices: SlicesOut
+
+
+class OpenOrderOut(BaseModel):
+    order_key: str
+    status: str | None
+    group: str | None
+    provider: str | None
+    instance_type: str | None
+    node_count: int | None
+    limit_price_per_gpu_hour: Money | None
+    placed_at: str | None
+    for_jobs: list[str]
+    reason: str | None
+
+
+class ActionOut(BaseModel):
+    action_id: str
+    kind: str
+    status: str
+    attempts: int
+    subject: str | None
+    reason: str | None
+    provider: str | None
+    created_at: str | None
+    completed_at: str | None
+    error: str | None
+
+
+class AutoscalerOut(BaseModel):
+    source: Source
+    at: str | None
+    routed_at: str | None
+    last_routing: dict[str, Any] | None = Field(description="the leader's last routing decision")
+    routing_lines: list[str]
+    pending_groups: list[dict[str, Any]]
+    unmet: list[UnmetOut]
+    unmet_by_reason: list[UnmetByReasonOut]
+    groups: list[GroupStatusOut] = Field(
+        description="groups with slices or something in flight (all_groups: all)"
+    )
+    groups_total: int
+    slice_totals: SlicesOut
+    open_orders: list[OpenOrderOut]
+    recent_actions: list[ActionOut] = Field(description="the last 100 actions, newest first")
+    notes: list[str]
+
+
+class ProviderCostOut(BaseModel):
+    provider: str
+    blocks: int
+    committed: Money
+    accrued: Money
+    paid_gpu_hours: str
+    delivered_gpu_hours: str
+    idle_gpu_hours: str
+    idle_cost: Money
+    cost_per_delivered_gpu_hour: Money | None
+
+
+class SpendPointOut(BaseModel):
+    at: str | None
+    spend: Money = Field(description="cumulative spend up to this time")
+    spend_in_interval: Money
+    by_provider: dict[str, Money]
+
+
+class CostsOut(BaseModel):
+    at: str | None
+    currency: str
+    committed: Money
+    accrued: Money
+    paid_gpu_hours: str
+    delivered_gpu_hours: str
+    idle_gpu_hours: str
+    idle_cost: Money
+    cost_per_delivered_gpu_hour: Money | None
+    by_provider: list[ProviderCostOut]
+    series: list[SpendPointOut]
+
+
+class PreviewNodeOut(BaseModel):
+    node_id: str
+    provider: str | None
+    instance_type: str | None
+    gpus_free: int | None
+    price_per_gpu_hour: Money
+
+
+class PreviewPurchaseOut(BaseModel):
+    provider: str
+    instance_type: str
+    region: str | None
+    gpu_model: str | None
+    gpus_per_node: int
+    node_count: int
+    price_per_gpu_hour: Money
+    price_per_hour: Money
+    contract_s: float = Field(description="how long the contract would last")
+    committed: Money = Field(description="what the contract commits in full")
+    offers_that_fit: int
+
+
+class PreviewOut(BaseModel):
+    job: dict[str, Any]
+    currency: str
+    needs_purchase: bool
+    node: PreviewNodeOut | None = Field(description="the READY node it fits on now, if any")
+    purchase: PreviewPurchaseOut | None = Field(description="the purchase it would need, if any")
+    job_cost: Money | None = Field(description="the job's GPUs x price x expected duration")
+    new_commitment: Money = Field(description="new money committed by a purchase (0 when it fits now)")
+    reason: str
+
+
+class GpuTotalsOut(BaseModel):
+    total: int
+    allocated: int
+    idle: int
+    utilization: float
+
+
+class SpendOut(BaseModel):
+    currency: str
+    accrued: Money
+    by_provider: dict[str, Money]
+    committed: Money
+    open_price_per_hour: Money
+
+
+class StepLatencyOut(BaseModel):
+    count: int
+    mean_s: float | None
+    max_s: float | None
+
+
+class StatusOut(BaseModel):
+    at: str | None
+    health: dict[str, Any]
+    jobs_by_state: dict[str, int] = Field(description="every job state, 0 included")
+    jobs_total: int
+    nodes_by_state: dict[str, int]
+    gpus: GpuTotalsOut = Field(description="GPUs on READY nodes")
+    spend: SpendOut
+    slices: SlicesOut = Field(description="slices of every scale group by lifecycle state")
+    orders_by_status: dict[str, int]
+    actions_by_status: dict[str, int]
+    inbox_pending: int
+    steps: int
+    step_latency: StepLatencyOut

@@ -1,0 +1,176 @@
+"""The dashboard's numbers without a browser: chart geometry, view models, formatting, nav."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scalar.web import charts, formatting, views
+from scalar.web.nav import NAV, add_nav_item, nav_items
+from scalar.web.router import wants_html
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+levels = st.lists(
+    st.tuples(
+        st.floats(min_value=0, max_value=1e4, allow_nan=False),
+        st.floats(min_value=0, max_value=1e5, allow_nan=False),
+    ),
+    max_size=30,
+)
+
+
+def _coordinates(path: str) -> list[tuple[float, float]]:
+    points = []
+    for part in path.replace("Z", "").split():
+        x, y = part[1:].split(",")
+        points.append((float(x), float(y)))
+    return points
+
+
+@given(levels, levels, st.one_of(st.none(), st.floats(min_value=0, max_value=1e4)))
+def test_depth_chart_stays_inside_its_box(asks: list, bids: list, optimal: float | None) -> None:
+    chart = charts.depth_chart(sorted(asks), sorted(bids, reverse=True), optimal, required_gpus=16)
+    assert chart.empty == (not asks and not bids)
+    for name in ("asks", "bids"):
+        for x, y in _coordinates(chart.paths.get(name, "")):
+            assert chart.left - 1e-6 <= x <= chart.right + 1e-6
+            assert chart.top - 1e-6 <= y <= chart.bottom + 1e-6
+
+
+def test_depth_chart_rises_by_each_level() -> None:
+    chart = charts.depth_chart([(2.0, 8), (2.5, 24)], [(1.9, 16)], optimal_price=2.5, required_gpus=16)
+    ys = [y for _, y in _coordinates(chart.paths["asks"])]
+    # The area climbs to the whole book (32 GPUs, the tallest series, drawn at 1/1.05 of the height).
+    assert min(ys) == round(chart.bottom - (chart.bottom - chart.top) / 1.05, 1)
+    assert ys[0] == ys[-1] == chart.bottom
+    assert [m["label"] for m in chart.markers] == ["optimal $2.50", "need 16 GPUs"]
+    assert all(chart.left <= t.at <= chart.right for t in chart.x_ticks)
+
+
+def test_orderbook_view_marks_the_optimal_row_and_scales_the_depth_bars() -> None:
+    book = {
+        "asks": [
+            {"price": 2.0, "quantity_gpus": 8, "duration_hours": 24, "cumulative_quantity": 8},
+            {"price": 2.2, "quantity_gpus": 24, "duration_hours": 24, "cumulative_quantity": 32},
+        ],
+        "bids": [{"price": 1.9, "quantity_gpus": 16, "duration_hours": 24}],
+        "optimal_index": 1,
+        "optimal_price": 2.2,
+        "metadata": {"required_gpus": 16, "node_count": 2, "gpus_per_node": 8},
+        "reason": {"code": "optimal_level", "message": "Bid $2.20/GPU-h"},
+    }
+    view = views.orderbook_view(book)
+    assert [r["optimal"] for r in view["asks"]] == [False, True]
+    assert [r["bar_pct"] for r in view["asks"]] == [25.0, 100.0]
+    assert view["optimal_row"]["price"] == 2.2
+    assert view["reason"] == "Bid $2.20/GPU-h"
+    assert views.orderbook_view({})["asks"] == []
+
+
+def test_cluster_view_colors_each_job_alike_and_shades_vram() -> None:
+    body = {
+        "nodes": [
+            {
+                "node_id": "n0",
+                "expires_in_s": 60.0,
+                "gpus": [
+                    {"index": 0, "job_ids": ["a"], "vram_used_gb": 40, "vram_total_gb": 80},
+                    {"index": 1, "job_ids": ["b"], "vram_used_gb": 80, "vram_total_gb": 80},
+                    {"index": 2, "job_ids": ["a"], "vram_used_gb": 80, "vram_total_gb": 80},
+                    {"index": 3, "job_ids": [], "vram_used_gb": 0, "vram_total_gb": 80},
+                ],
+            }
+        ],
+        "totals": {"utilization": 0.75},
+    }
+    cells = views.cluster_view(body, NOW)["nodes"][0]["cells"]
+    assert [c["color"] for c in cells] == [0, 1, 0, None]
+    assert [c["vram_pct"] for c in cells] == [50, 100, 100, 0]
+    assert views.cluster_view({"nodes": "junk"}, NOW)["nodes"] == []
+
+
+def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> None:
+    body = {
+        "groups": [
+            {"name": "idle", "slices": {"ready": 0}},
+            {"name": "busy", "slices": {"booting": 1, "ready": 2, "terminated": 3}},
+        ],
+        "slice_totals": {"requesting": 0, "booting": 1, "initializing": 0, "ready": 2, "failed": 0},
+    }
+    view = views.autoscaler_view(body)
+    assert [g["name"] for g in view["active_groups"]] == ["busy"]
+    assert view["groups"][0]["badges"][:5] == [
+        ("requesting", 0),
+        ("booting", 1),
+        ("initializing", 0),
+        ("ready", 2),
+        ("failed", 0),
+    ]
+    assert ("terminated", 3) in view["groups"][0]["badges"]
+
+
+def test_costs_view_charts_the_cumulative_spend() -> None:
+    series = [{"at": (NOW + timedelta(seconds=i)).isoformat(), "spend": f"{i * 0.5:.6f}"} for i in range(5)]
+    view = views.costs_view({"series": series, "by_provider": [{"provider": "aws", "accrued": "2.0"}]})
+    assert view["chart"] is not None and view["chart"].paths["line"].startswith("M")
+    assert view["providers"][0]["bar_pct"] == 100.0
+    assert views.costs_view({"series": series[:1]})["chart"] is None
+
+
+def test_jobs_wait_until_they_start() -> None:
+    jobs = [
+        {
+            "id": "a",
+            "state": "RUNNING",
+            "submitted_at": "2026-01-01T11:59:00Z",
+            "started_at": "2026-01-01T11:59:30Z",
+        },
+        {"id": "b", "state": "PENDING", "submitted_at": "2026-01-01T11:58:00Z", "started_at": None},
+    ]
+    assert [r["wait_s"] for r in views.job_rows(jobs, NOW)] == [30.0, 120.0]
+    assert views.state_counts(jobs) == [("PENDING", 1), ("RUNNING", 1)]
+
+
+def test_price_sort_links_flip_the_order_of_the_current_column() -> None:
+    urls = views.sort_urls({"sort": "price_per_gpu_hour", "descending": "", "gpu_model": "H100"})
+    assert parse_qs(urls["price_per_gpu_hour"][1:]) == {
+        "sort": ["price_per_gpu_hour"],
+        "descending": ["true"],
+        "gpu_model": ["H100"],
+    }
+    assert parse_qs(urls["provider"][1:]) == {"sort": ["provider"], "gpu_model": ["H100"]}
+
+
+@given(st.one_of(st.none(), st.text(), st.floats(), st.integers(), st.booleans()))
+def test_formatting_never_fails(value: object) -> None:
+    for name, filter_ in formatting.FILTERS.items():
+        assert isinstance(filter_(value), str), name
+
+
+def test_formatting_examples() -> None:
+    assert formatting.usd("2.346896") == "$2.35"
+    assert formatting.per_gpu_hour(0.516875) == "$0.5169"
+    assert formatting.duration(3905) == "1h05m"
+    assert formatting.duration(None) == "-"
+    assert formatting.percent(0.125, 1) == "12.5%"
+
+
+def test_nav_is_one_list_other_pages_extend() -> None:
+    before = list(NAV)
+    try:
+        add_nav_item("/ui/test-account", "Account", place="end")
+        add_nav_item("/ui/test-account", "Account again", place="end")
+        assert [i.title for i in nav_items("end") if i.path == "/ui/test-account"] == ["Account"]
+        assert [i.title for i in nav_items("main")][:3] == ["Overview", "Orderbook", "Cluster"]
+    finally:
+        NAV[:] = before
+
+
+def test_browsers_are_told_apart_from_json_clients() -> None:
+    assert wants_html("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+    assert not wants_html("*/*")
+    assert not wants_html("application/json")
+    assert not wants_html("application/json, text/html")
