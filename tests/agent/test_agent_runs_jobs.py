@@ -57,11 +57,13 @@ def test_jobs_get_their_own_gpus_env_and_logs_that_outlive_the_agent(sqlite_url:
         try:
             [registered] = wait_until(c.agents, 30, "registration")
             uuid_of = {g["index"]: g["uuid"] for g in registered["facts"]["gpus"]}
-            env = {"GREETING": "hello", "HOLD": "3"}
+            # a secret value: sealed at rest and shown as *** by the API, opened only in the agent's copy
+            env = {"GREETING": {"value": "hello", "secret": True}, "HOLD": "3"}
             jobs = {
                 c.submit(gpu_count=n, command=["python", "-c", PRINT_GPUS], env=env): n for n in (1, 1, 2, 1)
             }
             ids = list(jobs)
+            assert c.job(ids[0])["env"]["GREETING"] == "***"
             running = wait_until(
                 lambda: (
                     [j for j in map(c.job, ids[:3]) if j["state"] == "RUNNING"]

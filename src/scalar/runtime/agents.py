@@ -28,6 +28,7 @@ from scalar import __version__
 from scalar.domain.market import NodeEvent, NodeState
 from scalar.engine.codec import event_to_dict
 from scalar.engine.events import AgentRegistered, AssignmentReported, Event, HostRegistered, NodeReported
+from scalar.runtime.secrets import SecretBox, open_env
 from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.store import agents as repo
@@ -92,6 +93,14 @@ class AgentService:
         self.clock = clock
         self._leading: tuple[int | None, datetime] | None = None
         self._lock = threading.Lock()
+        self._box: SecretBox | None = None
+
+    def _deliverable(self, spec: Mapping[str, Any]) -> Assignment:
+        """The stored assignment with its secret env values opened: only the agent's copy carries them
+        (the stored spec, the API, logs and the audit log keep them sealed)."""
+        if self._box is None:
+            self._box = SecretBox.load(self.settings.data_dir)
+        return Assignment.model_validate({**spec, "env": open_env(spec.get("env"), self._box)})
 
     # ---- join tokens ---------------------------------------------------------------------------------
 
@@ -279,7 +288,7 @@ class AgentService:
                 done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
                 if current and not row.cancel_requested:
                     if not done:
-                        desired.append(Assignment.model_validate(row.spec))
+                        desired.append(self._deliverable(row.spec))
                 elif seen is not None and not done:
                     cancel.append(row.assignment_id)
         return HeartbeatReply(
