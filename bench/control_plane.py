@@ -23,9 +23,7 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
-import re
 import secrets
 import shutil
 import statistics
@@ -39,6 +37,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from bench import report
+from bench.report import replace_section
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
 from scalar.domain.offers import Offer
 from scalar.domain.tier import Tier
@@ -259,15 +259,7 @@ def idle_cpu(warmup_s: float, measure_s: float) -> dict[str, Any]:
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, {platform.system()}"
+    return report.machine(with_numpy=False)
 
 
 def render(
@@ -365,12 +357,7 @@ def code_version() -> str:
 
 
 def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in old and END in old:
-        new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: text, old, flags=re.S)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_section(path, text, START, END)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,12 +22,12 @@ import argparse
 import csv
 import math
 import random
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
+from bench.report import replace_section
 from scalar.domain.endpoint_scaling import (
     ScalingInput,
     WorkerState,
@@ -277,12 +277,7 @@ def render(arrivals: list[float], rows: list[list[str]]) -> str:
 
 
 def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in old and END in old:
-        new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: text, old, flags=re.S)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_section(path, text, START, END)
 
 
 def main(argv: list[str] | None = None) -> int:

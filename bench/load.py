@@ -22,7 +22,6 @@ import asyncio
 import os
 import platform
 import random
-import re
 import socket
 import statistics
 import tempfile
@@ -37,6 +36,7 @@ import httpx
 import uvicorn
 from sqlalchemy import func, select
 
+from bench.report import replace_section
 from scalar.api.app import create_app
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
@@ -305,12 +305,7 @@ def section(results: Results, problems: list[str], clients: int, requests: int, 
 
 
 def write_section(text: str, path: Path) -> None:
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in old and END in old:
-        new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: text, old, flags=re.S)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_section(path, text, START, END)
 
 
 def main(argv: list[str] | None = None) -> int:

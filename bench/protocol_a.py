@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import json
 import os
-import platform
 import re
 import statistics
 import sys
@@ -28,7 +27,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from bench import report
 from bench.png import BLACK, GREY, Canvas
+from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "data" / "traces"
@@ -262,20 +263,7 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import numpy
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, numpy {numpy.__version__}"
-    )
+    return report.machine(with_numpy=True)
 
 
 def render(
@@ -394,15 +382,7 @@ def render(
 
 def write_section(path: Path, body: str) -> None:
     """Replace the Protocol A section of ``path`` (or append it), keeping everything else."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{body}\n{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    replace_section(path, f"{START}\n{body}\n{END}", START, END)
 
 
 # --- the plot ---------------------------------------------------------------------------------------------

@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import report
 from bench.png import BLACK, GREY, Canvas
+from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PODS = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
@@ -94,15 +94,7 @@ def run(pods: Path, options: dict[str, Any], *, use_cache: bool = True) -> dict[
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return report.machine(with_numpy=False)
 
 
 def _min(seconds: float | None) -> str:
@@ -208,15 +200,7 @@ def render(result: dict[str, Any], command: str, plot_rel: str) -> str:
 
 def write_section(path: Path, section: str) -> None:
     """Replace the text between the markers (add them at the end when absent); keep everything else."""
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{section.rstrip()}\n{END}"
-    if START in text and END in text and text.index(START) < text.index(END):
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    replace_section(path, f"{START}\n{section.rstrip()}\n{END}", START, END)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:

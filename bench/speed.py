@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from bench import report
+from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023"
@@ -343,20 +345,7 @@ def protocol_a_cpu_s(nodes: Path, pods: Path, policies: Sequence[str], repeats: 
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}, numpy {np.__version__}"
-    )
+    return report.machine(with_numpy=True)
 
 
 def render(result: dict[str, Any], command: str) -> str:
@@ -414,14 +403,7 @@ def render(result: dict[str, Any], command: str) -> str:
 
 
 def write_section(path: Path, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + body + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    path.write_text(text)
+    replace_section(path, body, START, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

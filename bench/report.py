@@ -1,0 +1,38 @@
+"""What every benchmark writes the same way: the machine line and its own marked section of BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def machine(with_numpy: bool = False) -> str:
+    """``CPU model, N cores, OS release, Python X.Y.Z`` (and numpy's version when the numbers depend on it)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    if with_numpy:
+        import numpy
+
+        text += f", numpy {numpy.__version__}"
+    return text
+
+
+def replace_section(path: Path, block: str, start: str, end: str) -> None:
+    """Put ``block`` (which starts with ``start`` and ends with ``end``) in place of the text between those
+    markers in ``path``, or append it when they are absent; everything else is kept."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if start in text and end in text and text.index(start) < text.index(end):
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
