@@ -38,6 +38,7 @@ from sqlalchemy import func, select
 
 from bench.report import replace_section
 from scalar.api.app import create_app
+from scalar.domain import routing
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
 from scalar.runtime import ControlPlane, load_settings
@@ -267,7 +268,30 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def section(results: Results, problems: list[str], clients: int, requests: int, seconds: float) -> str:
+def _comparison(results: Results, before: tuple[Results, list[str]]) -> list[str]:
+    old, old_problems = before
+    rate, old_rate = results.total / results.elapsed_s, old.total / old.elapsed_s
+    every_old = [v for values in old.latencies.values() for v in values]
+    every_new = [v for values in results.latencies.values() for v in values]
+    return [
+        "",
+        f"Same run first with routing's straightforward path (`--compare`: no shape-verdict memo, as before): "
+        f"{old.total} requests in {old.elapsed_s:.1f} s, {old_rate:.0f} requests/s, {len(old.errors)} errors, "
+        f"invariants {'hold' if not old_problems else 'broken: ' + '; '.join(old_problems)}; p50 / p99 over all "
+        f"routes {statistics.median(every_old) * 1000:.0f} / {_pct(every_old, 0.99) * 1000:.0f} ms against "
+        f"{statistics.median(every_new) * 1000:.0f} / {_pct(every_new, 0.99) * 1000:.0f} ms now: "
+        f"**{rate / old_rate:.2f}x** the throughput (one machine, shared and noisy: read ratios, not absolutes).",
+    ]
+
+
+def section(
+    results: Results,
+    problems: list[str],
+    clients: int,
+    requests: int,
+    seconds: float,
+    before: tuple[Results, list[str]] | None = None,
+) -> str:
     lines = [
         START,
         "## Load: many clients over HTTP on loopback",
@@ -292,13 +316,20 @@ def section(results: Results, problems: list[str], clients: int, requests: int, 
             f"| `{route}` | {len(values)} | {len(values) / results.elapsed_s:.0f} | "
             f"{statistics.median(values) * 1000:.1f} | {_pct(values, 0.99) * 1000:.1f} |"
         )
+    if before is not None:
+        lines += _comparison(results, before)
     lines += [
         "",
         "What bounds it: each leader step runs inside its write transaction (docs/decisions/storage.md), so a "
         "submission waits for the step in progress, and reads share the interpreter with the step; with "
-        "hundreds of jobs pending, a step spends most of its time routing them (`route_demand`).",
+        "hundreds of jobs pending, a step spends most of its time routing them (`route_demand`). Routing now "
+        "checks each group's structural fit once per demand shape instead of once per job "
+        "(`routing._ShapeVerdicts`; identical decisions, tests/engine/test_autoscaler_speed_equivalence.py); "
+        "the packing of each entry into planned slices and the per-entry reasons remain per job, and the step "
+        "still holds the write lock while it computes.",
         "",
-        "Reproduce: `.venv/bin/python -m bench.load` (`--quick` for a small run).",
+        f"Reproduce: `.venv/bin/python -m bench.load{' --compare' if before is not None else ''}"
+        f"{f' --seconds {seconds:g}' if seconds != 60 else ''}` (`--quick` for a small run, nothing written).",
         END,
     ]
     return "\n".join(lines)
@@ -316,11 +347,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
     parser.add_argument("--quick", action="store_true", help="8 clients, 300 requests, nothing written")
     parser.add_argument("--output", type=Path, default=REPO / "BENCHMARKS.md")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="first run the same load with routing's straightforward path (no shape-verdict memo), report both",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.requests, args.seconds = 8, 300, 20.0
+    before: tuple[Results, list[str]] | None = None
+    if args.compare:
+        routing._STRAIGHTFORWARD = True
+        try:
+            before = run(args.clients, args.requests, args.seconds, args.database_url)
+        finally:
+            routing._STRAIGHTFORWARD = False
     results, problems = run(args.clients, args.requests, args.seconds, args.database_url)
-    text = section(results, problems, args.clients, args.requests, args.seconds)
+    text = section(results, problems, args.clients, args.requests, args.seconds, before)
     print(text)
     for error in results.errors[:10]:
         print("error:", error)

@@ -178,3 +178,12 @@ def test_status_runs_as_a_real_process(live: Live, run_cli: Any) -> None:
     result: CliResult = run_cli("status", "--server", live.url, "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["jobs_by_state"]["RUNNING"] >= 1
+
+
+def test_only_a_purchase_with_a_cost_asks_for_confirmation() -> None:
+    from scalar.cli.submit_preview import commits_money
+
+    assert commits_money({"needs_purchase": True, "new_commitment": "12.500000"})
+    assert not commits_money({"needs_purchase": True, "new_commitment": "0.000000"})  # nothing fits yet: waits
+    assert not commits_money({"needs_purchase": False, "new_commitment": "3.000000"})
+    assert commits_money({"needs_purchase": True, "new_commitment": "garbled"})  # unsure: ask

@@ -106,7 +106,13 @@ class AuthPort(Protocol):
     def authenticate(self, token: str) -> Principal | None: ...
 
     def create_token(
-        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+        self,
+        tenant: str,
+        role: str,
+        name: str | None = None,
+        *,
+        actor: str = "(local)",
+        expires_in: str | None = None,
     ) -> dict[str, Any]: ...
 
     def list_tokens(self) -> list[dict[str, Any]]: ...

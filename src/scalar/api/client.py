@@ -196,10 +196,14 @@ class ScalarClient:
         result: dict[str, Any] = self._call("GET", "/whoami")
         return result
 
-    def create_token(self, tenant: str, role: str, name: str | None = None) -> dict[str, Any]:
+    def create_token(
+        self, tenant: str, role: str, name: str | None = None, expires_in: str | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"tenant": tenant, "role": role}
         if name:
             body["name"] = name
+        if expires_in:
+            body["expires_in"] = expires_in
         result: dict[str, Any] = self._call("POST", "/tokens", json=body)
         return result
 

@@ -107,8 +107,10 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
     )
     def job_logs(
         job_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
-        offset: int = Query(0, ge=0, description="bytes already read"),
-        attempt: int | None = Query(None, ge=1, description="which attempt (default: the latest)"),
+        offset: int = Query(0, ge=0, le=2**62, description="bytes already read"),
+        attempt: int | None = Query(
+            None, ge=1, le=1_000_000, description="which attempt (default: the latest)"
+        ),
     ) -> Any:
         logs = service.job_logs(job_id, offset, attempt)
         if logs is None:

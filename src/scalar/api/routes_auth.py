@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scalar.api.auth import AuthPort, current_principal, require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
-from scalar.runtime.auth import AuthError
+from scalar.runtime.auth import EXPIRES_IN_PATTERN, AuthError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
@@ -30,6 +30,12 @@ class TokenCreate(BaseModel):
     tenant: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
     role: str = Field(default="user", pattern=r"^(user|admin)$")
     name: str | None = Field(default=None, min_length=1, max_length=200)
+    expires_in: str | None = Field(
+        default=None,
+        max_length=12,
+        pattern=EXPIRES_IN_PATTERN,
+        description="the token's lifetime: 30d, 12h, 45m, 3600s (at most 3650d) or never; default 90d",
+    )
 
 
 class TokenOut(BaseModel):
@@ -39,6 +45,7 @@ class TokenOut(BaseModel):
     name: str | None = None
     created_at: str
     revoked_at: str | None = None
+    expires_at: str | None = Field(default=None, description="refused from then on; null: never")
 
 
 class TokenCreated(TokenOut):
@@ -97,7 +104,9 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
     def create_token(body: TokenCreate) -> Any:
         actor = require_admin().token_id
         try:
-            return port.create_token(body.tenant, body.role, body.name, actor=actor)
+            return port.create_token(
+                body.tenant, body.role, body.name, actor=actor, expires_in=body.expires_in
+            )
         except AuthError as exc:
             raise ApiProblem(
                 422,

@@ -11,7 +11,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Path, Query, Request
 
+from scalar.api.auth import current_principal
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute, problem_response, rejection_problem
+from scalar.runtime.auth import redact_view
 from scalar.runtime.service import JobRejectedError
 from scalar.wire.jobs import FieldProblem, JobSubmission, ProblemDetails
 from scalar.wire.views import (
@@ -44,6 +46,16 @@ class ClusterPort(Protocol):
     def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def status(self) -> dict[str, Any]: ...
+
+
+def _as_caller_sees(control_plane: Any, payload: Any) -> Any:
+    """A cluster-wide view as the caller may see it: all of it for an admin; for anyone else other
+    tenants' job ids become ``other-tenant`` and per-tenant costs keep the caller's (docs/security.md)."""
+    principal = current_principal()
+    tokens = getattr(control_plane, "tokens", None)
+    if principal.is_admin or tokens is None:
+        return payload
+    return redact_view(payload, principal.tenant, tokens.foreign_job_ids)
 
 
 def cluster_router(control_plane: ClusterPort) -> APIRouter:
@@ -84,7 +96,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     ) -> Any:
         """Per node: provider, tier, state, expiry, and each GPU with its jobs and VRAM in use; totals with
         GPUs allocated and idle, utilization and fragmentation."""
-        return control_plane.nodes(include_gone)
+        return _as_caller_sees(control_plane, control_plane.nodes(include_gone))
 
     @router.get(
         "/blocks",
@@ -95,7 +107,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     def list_blocks(
         status: BlockStatus | None = Query(None, description="only blocks in this status"),
     ) -> Any:
-        return control_plane.blocks(status)
+        return _as_caller_sees(control_plane, control_plane.blocks(status))
 
     @router.get(
         "/autoscaler/status",
@@ -108,7 +120,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
         """The last routing decision and its pending groups (from the leader; a follower says so in
         ``notes``), unmet demand with reasons, slice counts per scale group and state (requesting,
         booting, initializing, ready, failed, terminated), open purchases and the last 100 actions."""
-        return control_plane.autoscaler_status(all_groups)
+        return _as_caller_sees(control_plane, control_plane.autoscaler_status(all_groups))
 
     @router.get(
         "/costs",
@@ -119,13 +131,13 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     def costs(
         points: int = Query(24, ge=2, le=500, description="points in the spend-over-time series"),
     ) -> Any:
-        return control_plane.costs(points)
+        return _as_caller_sees(control_plane, control_plane.costs(points))
 
     @router.get("/status", response_model=StatusOut, summary="Health, counts, GPUs, spend and slices at once")
     def status() -> Any:
         """What ``scalar status`` prints: the health, jobs by state, nodes by state, GPUs allocated and
         idle, spend, slices by lifecycle state and the leader's step latency."""
-        return control_plane.status()
+        return _as_caller_sees(control_plane, control_plane.status())
 
     @router.post(
         "/jobs/preview",

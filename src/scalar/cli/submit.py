@@ -189,7 +189,7 @@ def register(app: typer.Typer) -> None:
             return
         if preview is not None:
             submit_preview.show_preview(preview, to_stderr=as_json)
-            if preview.get("needs_purchase") and not yes:
+            if submit_preview.commits_money(preview) and not yes:
                 submit_preview.confirm(preview)
         accepted = call_server(server, lambda c: c.submit_job(fields))
         if wait:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import click
@@ -70,6 +71,17 @@ def dry_run(p: dict[str, Any] | None, as_json: bool) -> None:
         return
     show_preview(p)
     console().print("dry run: nothing submitted", markup=False, highlight=False)
+
+
+def commits_money(p: dict[str, Any]) -> bool:
+    """Whether submitting would commit money now: a purchase with a cost. A job no offer fits yet waits
+    for capacity and commits nothing, so there is nothing to confirm."""
+    if not p.get("needs_purchase"):
+        return False
+    try:
+        return Decimal(str(p.get("new_commitment") or "0")) > 0
+    except (InvalidOperation, ValueError):
+        return True
 
 
 def confirm(p: dict[str, Any]) -> None:

@@ -16,8 +16,9 @@ from scalar.api.client import TOKEN_ENV, ScalarClient, ServerProblem, ServerUnre
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import print_problem_and_exit, server_option, short_time
 from scalar.cli.output import console, make_table, print_json
+from scalar.runtime.auth import AuthError, parse_expires_in
 
-TOKEN_COLUMNS = ["id", "tenant", "role", "name", "created", "revoked"]
+TOKEN_COLUMNS = ["id", "tenant", "role", "name", "created", "expires", "revoked"]
 AUDIT_COLUMNS = ["id", "at", "tenant", "actor", "action", "entity", "details"]
 
 
@@ -55,6 +56,9 @@ def register(app: typer.Typer) -> None:
         tenant: str = typer.Option(..., "--tenant", help="The tenant the token acts for (e.g. team-a)."),
         role: str = typer.Option("user", "--role", help="user (its tenant's jobs) or admin (everything)."),
         name: str | None = typer.Option(None, "--name", help="A label to recognize the token by."),
+        expires_in: str = typer.Option(
+            "90d", "--expires-in", help="Lifetime: 30d, 12h, 45m, 3600s (at most 3650d) or never."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
         server: str = server_option(),
         token: str | None = token_option(),
@@ -62,13 +66,19 @@ def register(app: typer.Typer) -> None:
         """Create a token and print it once (it is stored hashed and cannot be shown again)."""
         if role not in ("user", "admin"):
             fail(f"--role: must be user or admin, got {role!r}")
-        created = _call(server, token, lambda c: c.create_token(tenant, role, name))
+        try:
+            parse_expires_in(expires_in)
+        except AuthError as exc:
+            fail(f"--expires-in: {exc.problem}; {exc.fix}")
+        created = _call(server, token, lambda c: c.create_token(tenant, role, name, expires_in))
         if as_json:
             print_json(created)
             return
         sys.stdout.write(f"{created['token']}\n")
+        expires = created.get("expires_at") or "never"
         sys.stderr.write(
-            f"created token {created['id']} for tenant {created['tenant']} ({created['role']}); it is "
+            f"created token {created['id']} for tenant {created['tenant']} ({created['role']}, "
+            f"expires {expires}); it is "
             "shown only now: keep it somewhere safe (e.g. export SCALAR_TOKEN=...)\n"
         )
 
@@ -91,6 +101,7 @@ def register(app: typer.Typer) -> None:
                 t.get("role"),
                 t.get("name"),
                 short_time(t.get("created_at")),
+                short_time(t.get("expires_at")) if t.get("expires_at") else "never",
                 short_time(t.get("revoked_at")),
             ]
             for t in page.get("tokens", [])

@@ -267,14 +267,15 @@ def route_demand(
     ordered = sorted_by_priority(groups)
     plans = {g.name: _Plan(g, now) for g in ordered}
     outcomes: dict[int, _Routed | Reason] = {}
+    verdicts = _ShapeVerdicts(memo=not _STRAIGHTFORWARD)
 
     for index, entry in enumerate(demand_entries):
         if entry.invalid_reason is not None:
             outcomes[index] = entry.invalid_reason
             continue
         unit = PackUnit.of(index, entry)
-        routed = _route_to_pending(plans, ordered, entry, unit) or _route_by_priority(
-            plans, ordered, entry, unit
+        routed = _route_to_pending(plans, ordered, entry, unit, verdicts) or _route_by_priority(
+            plans, ordered, entry, unit, verdicts
         )
         outcomes[index] = routed
 
@@ -283,13 +284,58 @@ def route_demand(
     return _decision(ordered, plans, demand_entries, outcomes)
 
 
+#: Tests and ``bench.load --compare`` set this to route without the shape-verdict memo (the
+#: reference path the memo must match decision for decision: tests/engine/test_autoscaler_speed_equivalence.py).
+_STRAIGHTFORWARD = False
+
+
+def _shape_key(entry: DemandEntry) -> tuple[object, ...]:
+    """Everything ``shape_verdict`` reads of an entry: entries with equal keys get equal verdicts."""
+    return (
+        entry.device_type,
+        entry.device_variant,
+        entry.preemptible,
+        entry.constraints,
+        entry.is_coscheduled,
+        entry.task_count,
+        entry.resources,
+    )
+
+
+class _ShapeVerdicts:
+    """``shape_verdict`` memoized for one ``route_demand`` call, per (group, entry shape): pending jobs
+    come in few shapes, so the structural check runs once per shape and group instead of once per entry
+    and group. Verdicts are frozen values, so sharing one between entries changes nothing."""
+
+    def __init__(self, memo: bool) -> None:
+        self._memo: dict[tuple[object, ...], dict[str, Verdict | None]] | None = {} if memo else None
+        self._entry: DemandEntry | None = None
+        self._row: dict[str, Verdict | None] = {}
+
+    def __call__(self, group: ScaleGroup, entry: DemandEntry) -> Verdict | None:
+        if self._memo is None:
+            return shape_verdict(group, entry)
+        if entry is not self._entry:  # one entry asks about every group in turn: key it once
+            self._entry = entry
+            self._row = self._memo.setdefault(_shape_key(entry), {})
+        try:
+            return self._row[group.name]
+        except KeyError:
+            found = self._row[group.name] = shape_verdict(group, entry)
+            return found
+
+
 def _route_to_pending(
-    plans: dict[str, _Plan], ordered: list[ScaleGroup], entry: DemandEntry, unit: PackUnit
+    plans: dict[str, _Plan],
+    ordered: list[ScaleGroup],
+    entry: DemandEntry,
+    unit: PackUnit,
+    verdicts: _ShapeVerdicts,
 ) -> _Routed | None:
     """Step 1: a pending group whose planned slices hold the entry without any extra slice."""
     for group in ordered:
         plan = plans[group.name]
-        if not plan.pending or shape_verdict(group, entry) is not None:
+        if not plan.pending or verdicts(group, entry) is not None:
             continue
         result = plan.try_commit(unit, allow_open=False)
         if result is None:
@@ -314,13 +360,17 @@ def _route_to_pending(
 
 
 def _route_by_priority(
-    plans: dict[str, _Plan], ordered: list[ScaleGroup], entry: DemandEntry, unit: PackUnit
+    plans: dict[str, _Plan],
+    ordered: list[ScaleGroup],
+    entry: DemandEntry,
+    unit: PackUnit,
+    shapes: _ShapeVerdicts,
 ) -> _Routed | Reason:
     """Step 2: the first group by priority that matches and has room; else the unmet reason."""
     verdicts: list[Verdict] = []
     for group in ordered:
         plan = plans[group.name]
-        verdict = shape_verdict(group, entry)
+        verdict = shapes(group, entry)
         if verdict is None:
             free_before = plan.packing.free_slices
             result = plan.try_commit(unit, allow_open=True)

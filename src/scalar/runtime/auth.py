@@ -19,7 +19,7 @@ import re
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,11 @@ TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_TOKEN_NAME = 200
 _TOKEN_SHAPE = re.compile(r"^scalar\.(tok_[0-9a-f]{16})\.([A-Za-z0-9_-]{20,100})$")
 _DUMMY_SHA256 = hashlib.sha256(b"scalar: no such token").hexdigest()
+DEFAULT_TOKEN_LIFETIME = timedelta(days=90)
+MAX_TOKEN_LIFETIME = timedelta(days=3650)
+EXPIRES_IN_PATTERN = r"^(never|[1-9][0-9]{0,6}[smhd])$"
+_EXPIRES_IN = re.compile(EXPIRES_IN_PATTERN)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class AuthError(ValueError):
@@ -100,6 +105,26 @@ def check_role(role: str) -> str:
     return role
 
 
+def parse_expires_in(text: str | None) -> timedelta | None:
+    """A token's lifetime: ``None``/empty is the default (90 days), ``never`` is ``None`` (no expiry),
+    ``30d``, ``12h``, ``45m``, ``3600s`` a duration of at most ten years."""
+    if text is None or not str(text).strip():
+        return DEFAULT_TOKEN_LIFETIME
+    value = str(text).strip().lower()
+    if not _EXPIRES_IN.match(value):
+        raise AuthError(
+            "expires_in",
+            f"is not a lifetime, got {value[:20]!r}",
+            "use never or a number followed by s, m, h or d (e.g. 30d, 12h)",
+        )
+    if value == "never":
+        return None
+    lifetime = timedelta(seconds=int(value[:-1]) * _UNIT_S[value[-1]])
+    if lifetime > MAX_TOKEN_LIFETIME:
+        raise AuthError("expires_in", "is longer than ten years", "use at most 3650d, or never")
+    return lifetime
+
+
 def token_json(token: StoredToken) -> dict[str, Any]:
     """A token as the API shows it: never the secret, nor its hash."""
     return {
@@ -109,6 +134,7 @@ def token_json(token: StoredToken) -> dict[str, Any]:
         "name": token.name,
         "created_at": token.created_at.isoformat(),
         "revoked_at": None if token.revoked_at is None else token.revoked_at.isoformat(),
+        "expires_at": None if token.expires_at is None else token.expires_at.isoformat(),
     }
 
 
@@ -132,18 +158,27 @@ class TokenService:
         self._clock = clock
 
     def create(
-        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+        self,
+        tenant: str,
+        role: str,
+        name: str | None = None,
+        *,
+        actor: str = "(local)",
+        expires_in: str | None = None,
     ) -> dict[str, Any]:
-        """A new token; the result's ``token`` is the only time the token is shown."""
+        """A new token; the result's ``token`` is the only time the token is shown. ``expires_in``:
+        see ``parse_expires_in`` (default 90 days; ``never`` for none)."""
         check_tenant(tenant)
         check_role(role)
+        lifetime = parse_expires_in(expires_in)
         if name is not None and (len(name) > MAX_TOKEN_NAME or not name.isprintable()):
             raise AuthError(
                 "name", "is too long or not printable", f"give at most {MAX_TOKEN_NAME} characters"
             )
         token_id, secret, token = new_token()
         now = self._clock()
-        stored = StoredToken(token_id, tenant, role, name, sha256_hex(secret), now, None)
+        expires_at = None if lifetime is None else now + lifetime
+        stored = StoredToken(token_id, tenant, role, name, sha256_hex(secret), now, None, expires_at)
         with self._store().write() as tx:
             repo.insert_token(tx.conn, stored)
             repo.add_audit(
@@ -152,7 +187,7 @@ class TokenService:
         return {**token_json(stored), "token": token}
 
     def authenticate(self, token: str) -> Principal | None:
-        """The principal of a valid, unrevoked token, else ``None`` (whatever was wrong with it)."""
+        """The principal of a valid, unrevoked, unexpired token, else ``None`` (whatever was wrong)."""
         parsed = parse_token(token)
         token_id, secret = parsed if parsed is not None else ("", "")
         stored = None
@@ -162,6 +197,8 @@ class TokenService:
         expected = stored.secret_sha256 if stored is not None else _DUMMY_SHA256
         matches = hmac.compare_digest(sha256_hex(secret), expected)
         if stored is None or not matches or stored.revoked_at is not None:
+            return None
+        if stored.expires_at is not None and self._clock() >= stored.expires_at:
             return None
         return Principal(stored.id, stored.tenant, stored.role)
 
@@ -181,6 +218,11 @@ class TokenService:
             stored = repo.get_token(tx.conn, token_id)
         assert stored is not None
         return token_json(stored)
+
+    def foreign_job_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` are other tenants' jobs."""
+        with self._store().read() as tx:
+            return repo.foreign_job_ids(tx.conn, tenant, ids)
 
     def audit(
         self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
@@ -203,6 +245,62 @@ def list_jobs_of_tenant(
     return [
         dict(r.data) for r in repo.list_jobs_of_tenant(tx.conn, tenant, state, limit=limit, offset=offset)
     ]
+
+
+# ---- cluster-wide views seen by a tenant ---------------------------------------------------------------
+
+OTHER_TENANT = "other-tenant"
+"""What a non-admin sees instead of another tenant's job id in ``/nodes``, ``/blocks``,
+``/autoscaler/status``, ``/status`` and ``/costs`` (counts and GPU maps are kept: capacity stays visible)."""
+JOB_ID_KEYS = frozenset({"job_id", "job_ids", "jobs", "for_jobs", "bought_for_jobs", "example", "subject"})
+_JOB_ID_SUFFIXES = ("job_id", "job_ids", "task_id", "task_ids", "_jobs")
+TENANT_KEYS = frozenset({"by_tenant", "tenants"})
+
+
+def _candidate_ids(value: Any, under_id_key: bool, out: set[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _candidate_ids(item, key in JOB_ID_KEYS or str(key).endswith(_JOB_ID_SUFFIXES), out)
+    elif isinstance(value, list):
+        for item in value:
+            _candidate_ids(item, under_id_key, out)
+    elif under_id_key and isinstance(value, str):
+        out.add(value)
+
+
+def _redacted(value: Any, foreign: set[str], pattern: re.Pattern[str] | None, tenant: str) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in TENANT_KEYS and isinstance(item, dict):
+                out[key] = {k: v for k, v in item.items() if k == tenant}
+            elif key in TENANT_KEYS and isinstance(item, list):
+                out[key] = [r for r in item if not isinstance(r, dict) or r.get("tenant") == tenant]
+            else:
+                out[key] = _redacted(item, foreign, pattern, tenant)
+        return out
+    if isinstance(value, list):
+        return [_redacted(item, foreign, pattern, tenant) for item in value]
+    if isinstance(value, str):
+        if value in foreign:
+            return OTHER_TENANT
+        if pattern is not None:
+            return pattern.sub(OTHER_TENANT, value)
+    return value
+
+
+def redact_view(payload: Any, tenant: str, foreign_of: Callable[[str, Sequence[str]], set[str]]) -> Any:
+    """``payload`` as ``tenant`` (not an admin) may see it: every other tenant's job id (under a job id
+    key, and wherever else that id appears in a string) becomes ``other-tenant``; ``by_tenant`` and
+    ``tenants`` keep only ``tenant``'s entry. ``foreign_of(tenant, ids)``: which ids are others' jobs."""
+    candidates: set[str] = set()
+    _candidate_ids(payload, False, candidates)
+    foreign = foreign_of(tenant, sorted(candidates)) if candidates else set()
+    pattern = None
+    if foreign:
+        alternatives = "|".join(re.escape(i) for i in sorted(foreign, key=len, reverse=True))
+        pattern = re.compile(r"(?<![\w.-])(" + alternatives + r")(?![\w-])")
+    return _redacted(payload, foreign, pattern, tenant)
 
 
 # ---- the audit log of the controller's purchases and releases ------------------------------------------
@@ -295,7 +393,7 @@ def ensure_local_admin_token(service: TokenService, data_dir: Path) -> str | Non
     existing = read_token_file(path)
     if existing is not None and service.authenticate(existing) is not None:
         return None
-    created = service.create(DEFAULT_TENANT, "admin", "local admin (scalar up)")
+    created = service.create(DEFAULT_TENANT, "admin", "local admin (scalar up)", expires_in="never")
     token = str(created["token"])
     write_token_file(path, token)
     return token

@@ -406,9 +406,15 @@ class ControlPlane:
         return self.tokens.authenticate(token)
 
     def create_token(
-        self, tenant: str, role: str, name: str | None = None, *, actor: str = "(local)"
+        self,
+        tenant: str,
+        role: str,
+        name: str | None = None,
+        *,
+        actor: str = "(local)",
+        expires_in: str | None = None,
     ) -> dict[str, Any]:
-        return self.tokens.create(tenant, role, name, actor=actor)
+        return self.tokens.create(tenant, role, name, actor=actor, expires_in=expires_in)
 
     def list_tokens(self) -> list[dict[str, Any]]:
         return self.tokens.list_all()

@@ -29,6 +29,7 @@ class StoredToken:
     secret_sha256: str
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,14 @@ class StoredAuditEntry:
 
 def _token(row: Any) -> StoredToken:
     return StoredToken(
-        row.id, row.tenant, row.role, row.name, row.secret_sha256, row.created_at, row.revoked_at
+        row.id,
+        row.tenant,
+        row.role,
+        row.name,
+        row.secret_sha256,
+        row.created_at,
+        row.revoked_at,
+        row.expires_at,
     )
 
 
@@ -71,6 +79,7 @@ def insert_token(conn: Connection, token: StoredToken) -> None:
             secret_sha256=token.secret_sha256,
             created_at=token.created_at,
             revoked_at=token.revoked_at,
+            expires_at=token.expires_at,
         )
     )
 
@@ -152,3 +161,18 @@ def list_jobs_of_tenant(
         query = query.where(t.c.state == state)
     rows = conn.execute(query.order_by(t.c.id).limit(limit).offset(offset))
     return [Projection("jobs", row.id, row.state, row.parent_id, row.data, row.updated_at) for row in rows]
+
+
+def foreign_job_ids(conn: Connection, tenant: str, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` are jobs of a tenant other than ``tenant`` (ids of no job are not returned)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    t = projection_table("jobs")
+    owner = t.c.data["tenant"].as_string()
+    found: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        rows = conn.execute(select(t.c.id, owner.label("owner")).where(t.c.id.in_(chunk)))
+        found.update(str(row.id) for row in rows if (row.owner or "default") != tenant)
+    return found

@@ -25,6 +25,7 @@ api_tokens = Table(
     Column("secret_sha256", String(64), nullable=False),
     Column("created_at", UTCDateTime(), nullable=False),
     Column("revoked_at", UTCDateTime(), nullable=True),
+    Column("expires_at", UTCDateTime(), nullable=True),
     CheckConstraint("role IN ('user', 'admin')", name="role"),
 )
 

@@ -22,6 +22,7 @@ endpoints = Table(
     metadata,
     Column("id", String(64), primary_key=True),
     Column("name", String(64), nullable=False, index=True),
+    Column("tenant", String(64), nullable=False, index=True, server_default="default"),
     Column("state", String(16), nullable=False, index=True),
     Column("target", String(16), nullable=False),
     Column("handler", String(200), nullable=True),

@@ -16,6 +16,14 @@ PROTOCOL = 1
 """Bumped on any incompatible change; the controller refuses an agent with another protocol."""
 
 MAX_LOG_CHUNK_BYTES = 1_000_000
+# Finite bounds on what an agent reports (issue 8): far above any real host.
+MAX_HOST_CPUS = 100_000
+MAX_HOST_GB = 1_000_000_000.0
+MAX_GPU_MEMORY_GB = 10_000.0
+MAX_ASSIGNMENTS = 10_000
+MAX_PID = 2**31
+MAX_COUNTER = 2**62
+MAX_SHORT = 200
 
 AssignmentStateName = Literal["starting", "running", "exited", "failed_to_start"]
 
@@ -25,21 +33,21 @@ class _Model(BaseModel):
 
 
 class GpuFact(_Model):
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=1023)
     uuid: str = Field(min_length=1, max_length=200)
     model: str = Field(min_length=1, max_length=100)
-    memory_gb: float = Field(ge=0)
+    memory_gb: float = Field(ge=0, le=MAX_GPU_MEMORY_GB, allow_inf_nan=False)
 
 
 class HostFacts(_Model):
     hostname: str = Field(min_length=1, max_length=255)
     gpus: list[GpuFact] = Field(default_factory=list, max_length=64)
-    cpu_count: int = Field(ge=0)
-    ram_gb: float = Field(ge=0)
-    disk_gb: float = Field(ge=0)
-    driver_version: str | None = None
-    cuda_version: str | None = None
-    instance_id: str | None = None
+    cpu_count: int = Field(ge=0, le=MAX_HOST_CPUS)
+    ram_gb: float = Field(ge=0, le=MAX_HOST_GB, allow_inf_nan=False)
+    disk_gb: float = Field(ge=0, le=MAX_HOST_GB, allow_inf_nan=False)
+    driver_version: str | None = Field(default=None, max_length=MAX_SHORT)
+    cuda_version: str | None = Field(default=None, max_length=MAX_SHORT)
+    instance_id: str | None = Field(default=None, max_length=MAX_SHORT)
     contract_expires_at: AwareDatetime | None = None
     fake_gpus: bool = False
 
@@ -49,7 +57,7 @@ class RegisterRequest(_Model):
     node_id: str | None = Field(default=None, max_length=200, description="a restarted agent's node")
     node_token: str | None = Field(default=None, max_length=200)
     version: str = Field(min_length=1, max_length=64)
-    protocol: int
+    protocol: int = Field(ge=0, le=1_000_000)
     facts: HostFacts
 
 
@@ -64,29 +72,29 @@ class RegisterReply(_Model):
 
 
 class Usage(_Model):
-    rss_bytes: int = 0
-    cpu_s: float = 0.0
+    rss_bytes: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    cpu_s: float = Field(default=0.0, ge=0, le=1e12, allow_inf_nan=False)
 
 
 class AssignmentReport(_Model):
     assignment_id: str = Field(min_length=1, max_length=255)
     state: AssignmentStateName
-    pid: int | None = None
-    exit_code: int | None = None
-    signal: int | None = None
+    pid: int | None = Field(default=None, ge=0, le=MAX_PID)
+    exit_code: int | None = Field(default=None, ge=-MAX_PID, le=MAX_PID)
+    signal: int | None = Field(default=None, ge=0, le=1024)
     oom: bool = False
     error: str | None = Field(default=None, max_length=2000)
     started_at: datetime | None = None
     finished_at: datetime | None = None
     usage: Usage = Field(default_factory=Usage)
-    log_bytes: int = 0
+    log_bytes: int = Field(default=0, ge=0, le=MAX_COUNTER)
 
 
 class Heartbeat(_Model):
     node_id: str = Field(min_length=1, max_length=200)
     node_token: str = Field(min_length=1, max_length=200)
-    seq: int = Field(ge=0)
-    assignments: list[AssignmentReport] = Field(default_factory=list)
+    seq: int = Field(ge=0, le=MAX_COUNTER)
+    assignments: list[AssignmentReport] = Field(default_factory=list, max_length=MAX_ASSIGNMENTS)
 
 
 class Assignment(_Model):
@@ -121,7 +129,7 @@ class LogChunk(_Model):
     node_id: str = Field(min_length=1, max_length=200)
     node_token: str = Field(min_length=1, max_length=200)
     assignment_id: str = Field(min_length=1, max_length=255)
-    offset: int = Field(ge=0)
+    offset: int = Field(ge=0, le=MAX_COUNTER)
     data_b64: str = Field(max_length=MAX_LOG_CHUNK_BYTES * 2)
 
 

@@ -21,7 +21,17 @@ from scalar.domain.offers import Offer
 
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-Name = Annotated[str, Field(min_length=1)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+# Finite bounds on a workload's requirements (issue 8): far above any real machine, small enough that no
+# accepted value overflows a column, a Decimal or a comparison. The same as a job's (scalar.wire.jobs).
+MAX_REQ_CPU = 100_000.0
+MAX_REQ_MEMORY_GB = 1_000_000.0
+MAX_REQ_GPUS = 100_000.0
+MAX_REQ_PRICE_PER_HOUR = 1_000_000.0
+MAX_REQ_BANDWIDTH_GBPS = 100_000.0
+MAX_REQ_REGIONS = 64
+ShortName = Annotated[str, Field(min_length=1, max_length=64)]
 
 # Milliseconds since the epoch (the seed's ``new Date(...).getTime()``) beyond this are implausible.
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
@@ -95,14 +105,16 @@ class RequirementsFile(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    minCPU: NonNegative = 0
-    minMemoryGB: NonNegative = 0
-    gpuCount: NonNegative | None = None
-    gpuType: Name | None = None
-    preferredRegions: list[Name] | None = None
-    maxPricePerHour: NonNegative | None = None
+    minCPU: float = Field(default=0, ge=0, le=MAX_REQ_CPU, allow_inf_nan=False)
+    minMemoryGB: float = Field(default=0, ge=0, le=MAX_REQ_MEMORY_GB, allow_inf_nan=False)
+    gpuCount: float | None = Field(default=None, ge=0, le=MAX_REQ_GPUS, allow_inf_nan=False)
+    gpuType: ShortName | None = None
+    preferredRegions: list[ShortName] | None = Field(default=None, max_length=MAX_REQ_REGIONS)
+    maxPricePerHour: float | None = Field(default=None, ge=0, le=MAX_REQ_PRICE_PER_HOUR, allow_inf_nan=False)
     maxInterruptionRate: Rate | None = None
-    networkBandwidthGbps: NonNegative | None = None
+    networkBandwidthGbps: float | None = Field(
+        default=None, ge=0, le=MAX_REQ_BANDWIDTH_GBPS, allow_inf_nan=False
+    )
 
     @field_validator("gpuType")
     @classmethod

@@ -1,0 +1,117 @@
+"""The autoscaler's fast routing path decides exactly what the straightforward one does.
+
+``route_demand`` memoizes each group's structural verdict per demand shape (``routing._ShapeVerdicts``);
+``routing._STRAIGHTFORWARD`` turns the memo off. On random groups and demand (the routing property
+tests' strategies, with shapes repeated so the memo is hit) and on random controller runs (several
+offers, many pending jobs of a few shapes, some bought capacity arriving), both paths must give the
+same routing decision, the same actions, and the same reasons on every job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalar.domain import routing
+from scalar.domain.routing import route_demand
+from scalar.domain.routing_model import DemandEntry, ResourceSpec, ScaleGroup
+from scalar.engine import BuyCapacity, Controller, ControllerConfig, action_to_dict
+from tests.domain.test_routing_properties import NOW, demand, scale_groups
+from tests.engine.builders import at, filled, market, prime_offer, ready, sf_offer, spec, submit, tick
+
+
+@contextmanager
+def straightforward() -> Iterator[None]:
+    before = routing._STRAIGHTFORWARD
+    routing._STRAIGHTFORWARD = True
+    try:
+        yield
+    finally:
+        routing._STRAIGHTFORWARD = before
+
+
+def _scaled(r: ResourceSpec, k: int) -> ResourceSpec:
+    return ResourceSpec(
+        cpu=r.cpu * k, memory_bytes=r.memory_bytes * k, gpu_count=r.gpu_count * k, tpu_count=r.tpu_count * k
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(scale_groups(), demand(), st.integers(1, 4))
+def test_route_demand_memo_matches_the_straightforward_path(
+    groups: list[ScaleGroup], entries: list[DemandEntry], copies: int
+) -> None:
+    # Repeat every entry under fresh task ids, the same shape (the memo answers it) and a larger one (the
+    # memo must not answer it): copy c asks for (1 + c % 2) times the resources.
+    many = [
+        DemandEntry(
+            task_ids=tuple(f"c{c}-{t}" for t in e.task_ids),
+            coschedule_group_id=f"c{c}-{e.coschedule_group_id}" if e.coschedule_group_id else None,
+            device_type=e.device_type,
+            device_variant=e.device_variant,
+            preemptible=e.preemptible,
+            resources=_scaled(e.resources, 1 + c % 2),
+            constraints=e.constraints,
+        )
+        for c in range(copies)
+        for e in entries
+    ]
+    fast = route_demand(groups, many, NOW)
+    with straightforward():
+        slow = route_demand(groups, many, NOW)
+    assert fast == slow
+
+
+def _run(job_args: list[tuple[int, str, float, int]], arrive: bool) -> list[Any]:
+    """A short controller run; returns every action and every job's reasons, in order."""
+    c = Controller(ControllerConfig())
+    out: list[Any] = []
+    out += c.step(at(0), [market(sf_offer("2.00"), prime_offer("2.50", gpus=2), prime_offer("2.20", gpus=8))])
+    specs = [
+        spec(f"j{i:04d}", gpus, tier=tier, vram=vram, priority=prio)
+        for i, (gpus, tier, vram, prio) in enumerate(job_args)
+    ]
+    first = c.step(at(1), submit(*specs))
+    out += first
+    if arrive:  # the first purchase fills and its nodes come up: some demand places, the rest re-routes
+        buys = [a for a in first if isinstance(a, BuyCapacity)]
+        for buy in buys[:1]:
+            update = filled(buy, at(2))
+            out += c.step(at(2), [update])
+            grant = update.order.block
+            assert grant is not None
+            out += c.step(at(3), ready(*grant.node_ids, when=at(3), block_id=grant.block_id))
+    for k in range(2):
+        out += c.step(at(4 + k) + timedelta(milliseconds=k), [tick()])
+    reasons = [
+        (j, r.routing, r.routing_group, r.reason) for j, r in sorted(c.state.jobs.items(), key=lambda x: x[0])
+    ]
+    return [action_to_dict(a) for a in out] + reasons
+
+
+jobs = st.lists(
+    st.tuples(
+        st.sampled_from([1, 1, 2, 4, 8, 16]),
+        st.sampled_from(["FAST", "FAST", "BATCH", "FLEX"]),
+        st.sampled_from([40.0, 80.0]),
+        st.integers(0, 2),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(jobs, st.booleans())
+def test_controller_actions_match_the_straightforward_path(
+    job_args: list[tuple[int, str, float, int]], arrive: bool
+) -> None:
+    fast = _run(job_args, arrive)
+    with straightforward():
+        slow = _run(job_args, arrive)
+    assert fast == slow
