@@ -156,13 +156,19 @@ async def _client(
                 await _call(client, results, "GET /jobs", "GET", "/jobs?limit=20")
 
 
-async def _load(url: str, tokens: list[str], endpoint: str | None, requests: int, seconds: float) -> Results:
+async def _load(
+    url: str, tokens: list[str], endpoints: list[str | None], requests: int, seconds: float
+) -> Results:
+    """``endpoints[i]``: the endpoint of client ``i``'s tenant (endpoints are tenant-scoped)."""
     results = Results(load_average=os.getloadavg()[0])
     budget = [requests]
     started = time.monotonic()
     stop_at = started + seconds
     await asyncio.gather(
-        *(_client(url, t, endpoint, results, budget, stop_at, i) for i, t in enumerate(tokens))
+        *(
+            _client(url, t, e, results, budget, stop_at, i)
+            for i, (t, e) in enumerate(zip(tokens, endpoints, strict=True))
+        )
     )
     results.elapsed_s = time.monotonic() - started
     return results
@@ -238,20 +244,21 @@ def run(
         plane = ControlPlane(settings)
         plane.start()
         try:
-            admin = plane.create_token("ops", "admin", "load-admin")["token"]
             tokens = [
                 plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}")["token"]
                 for i in range(clients)
             ]
             with _Server(create_app(plane)) as url:
-                endpoint = None
-                with httpx.Client(
-                    base_url=url, headers={"authorization": f"Bearer {admin}"}, timeout=30
-                ) as c:
-                    created = c.post("/endpoints", json=ENDPOINT_SPEC)
-                    if created.status_code == 201:
-                        endpoint = str(created.json()["id"])
-                results = asyncio.run(_load(url, tokens, endpoint, requests, seconds))
+                of_tenant: dict[str, str] = {}  # one endpoint per tenant, created with its own token
+                for i, token in enumerate(tokens[: len(TENANTS)]):
+                    with httpx.Client(
+                        base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30
+                    ) as c:
+                        created = c.post("/endpoints", json=ENDPOINT_SPEC)
+                        if created.status_code == 201:
+                            of_tenant[TENANTS[i]] = str(created.json()["id"])
+                endpoints = [of_tenant.get(TENANTS[i % len(TENANTS)]) for i in range(len(tokens))]
+                results = asyncio.run(_load(url, tokens, endpoints, requests, seconds))
             deadline = time.monotonic() + 10  # let the leader consume the inbox
             while time.monotonic() < deadline:
                 with plane.store.read() as tx:  # type: ignore[union-attr]

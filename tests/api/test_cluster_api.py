@@ -155,6 +155,13 @@ def test_nodes_blocks_autoscaler_and_costs_show_the_bought_capacity(cluster: Clu
     series = [Decimal(p["spend"]) for p in costs["series"]]
     assert len(series) == 5 and series == sorted(series) and series[0] == 0
     assert abs(series[-1] - accrued) <= Decimal("0.00001")
+    [tenant] = costs["by_tenant"]  # one tenant's job held GPUs: it is charged, idle capacity is not
+    assert tenant["tenant"] == "default" and Decimal(tenant["gpu_hours"]) > 0
+    assert Decimal(tenant["gpu_hours"]) <= Decimal(costs["delivered_gpu_hours"]) + Decimal("0.000001")
+    charged = Decimal(tenant["cost"])
+    assert 0 < charged <= accrued and abs(charged + Decimal(costs["idle_cost"]) - accrued) <= Decimal(
+        "0.0001"
+    )
 
     c.drive(80)  # the job finishes
     assert c.get("/nodes")["totals"]["gpus_allocated"] == 0

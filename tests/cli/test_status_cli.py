@@ -184,6 +184,8 @@ def test_only_a_purchase_with_a_cost_asks_for_confirmation() -> None:
     from scalar.cli.submit_preview import commits_money
 
     assert commits_money({"needs_purchase": True, "new_commitment": "12.500000"})
-    assert not commits_money({"needs_purchase": True, "new_commitment": "0.000000"})  # nothing fits yet: waits
+    assert not commits_money(
+        {"needs_purchase": True, "new_commitment": "0.000000"}
+    )  # nothing fits yet: waits
     assert not commits_money({"needs_purchase": False, "new_commitment": "3.000000"})
     assert commits_money({"needs_purchase": True, "new_commitment": "garbled"})  # unsure: ask

@@ -141,7 +141,8 @@ def test_bad_specs_and_requests_are_refused_with_the_field_and_the_fix(db_url: s
         assert client.get("/endpoints/ep-nope").status_code == 404
         # the data plane answers in RunPod's shapes
         bad = client.post(f"/v2/{eid}/run", json={"inputs": {}})
-        assert bad.status_code == 400 and "input" in bad.json()["error"]
+        assert bad.status_code == 422 and "input" in bad.json()["error"]
+        assert bad.json()["errors"][0]["field"] in ("input", "inputs")
         assert client.get("/v2/ep-nope/health").status_code == 404
         assert "error" in client.get(f"/v2/{eid}/status/req-nope").json()
 

@@ -5,7 +5,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import itertools
 import json
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -117,3 +122,81 @@ def live_env_all(url: str, **extra: str) -> dict[str, str]:
 
 def all_live_providers(url: str, **extra: str) -> list[RealProvider]:
     return real_providers(live_env_all(url, **extra), retry=FAST_RETRY, timeout_s=5.0)
+
+
+class FakeSFComputeNodes:
+    """SFCompute's nodes API (``POST /v1/nodes``, ``node-api_CreateNodesRequest``) in memory, checking a create
+    as SFCompute would: integer cents per node-hour, Unix-second times with ``end_at`` on the hour, ``names``
+    matching ``desired_count``, base64 ``cloud_init_user_data``; 400 ``invalid_request_error`` otherwise.
+    Creates are deduplicated by ``Idempotency-Key``. The samples hold no response shape: the answer,
+    ``{object: "list", data: [{object: "node", id, name, status, ...}]}``, is designed from the request."""
+
+    def __init__(self, server: FakeServer, now: Callable[[], datetime]) -> None:
+        self.now = now
+        self.creates: list[Request] = []  # the accepted ones
+        self.nodes: dict[str, dict[str, Any]] = {}  # name -> node
+        self.keys: dict[str, list[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        server.route("POST", "/v1/nodes", self.create)
+
+    @staticmethod
+    def _bad(message: str) -> Reply:
+        return Reply.json({"error": {"type": "invalid_request_error", "message": message}}, 400)
+
+    def create(self, req: Request) -> Reply:
+        key = req.headers.get("idempotency-key")
+        if key is not None and key in self.keys:
+            return Reply.json({"object": "list", "data": self.keys[key]}, 201)
+        body = req.json()
+        if not isinstance(body, dict):
+            return self._bad("body must be a JSON object")
+        ints = ("desired_count", "max_price_per_node_hour", "start_at", "end_at")
+        for name in ints:
+            if not isinstance(body.get(name), int) or isinstance(body.get(name), bool):
+                return self._bad(f"{name} must be an integer (cents per node-hour; unix seconds)")
+        count, cap, start, end = (body[n] for n in ints)
+        if count < 1 or cap < 1:
+            return self._bad("desired_count and max_price_per_node_hour must be positive")
+        now = int(self.now().timestamp())
+        if abs(start - now) > 60 and (start < now or start % 3600):
+            return self._bad("Start time must be within +/- 1 minute of now, or on a future hour")
+        if end % 3600 or end <= start:
+            return self._bad("end_at must be on the hour and after start_at")
+        if body.get("node_type") not in ("autoreserved", "reserved"):
+            return self._bad("node_type must be autoreserved or reserved")
+        names = body.get("names")
+        if not isinstance(names, list) or len(names) != count or any(n in self.nodes for n in names):
+            return self._bad("names must be desired_count new node names")
+        if not body.get("any_zone") and not isinstance(body.get("zone"), str):
+            return self._bad("zone is required unless any_zone is true")
+        try:
+            base64.b64decode(body.get("cloud_init_user_data") or "", validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError, TypeError):
+            return self._bad("cloud_init_user_data must be base64")
+        created = []
+        for name in names:
+            node = {
+                "object": "node",
+                "id": f"n_{next(self._ids)}",
+                "name": name,
+                "status": "pending",
+                "zone": body.get("zone") or "hayesvalley",
+                "node_type": body["node_type"],
+                "start_at": start,
+                "end_at": end,
+                "max_price_per_node_hour": cap,
+            }
+            self.nodes[name] = node
+            created.append(node)
+        self.creates.append(req)
+        if key is not None:
+            self.keys[key] = created
+        return Reply.json({"object": "list", "data": created}, 201)
+
+    def user_data(self, name: str) -> str:
+        """The decoded ``cloud_init_user_data`` the node ``name`` was created with."""
+        for req in self.creates:
+            body = req.json()
+            if name in body["names"]:
+                return base64.b64decode(body["cloud_init_user_data"]).decode()
+        raise KeyError(name)

@@ -34,8 +34,8 @@ def domain_nodes(state: ClusterState, holders: dict[tuple[int, int], list[str]])
             ram_per_node_gb=float(state.mem_cap[i]),
             start_time=NOW - timedelta(days=1),
             end_time=NOW + timedelta(days=3650),
-            cost_per_hour=Decimal("1"),
-            tier=Tier.FAST,
+            cost_per_hour=Decimal(gpus),  # $1/GPU-h everywhere: the trace has no prices, so a job's
+            tier=Tier.FAST,  # gpu_models (a preference, then price) leaves the choice to the seed's score
             gpu_model=state.model_names[int(state.model[i])],
         )
         slots = []

@@ -23,7 +23,7 @@ TABLES = {
     "runtime_state",
     "scale_groups",
     "spot_prices",
-    # 0003 endpoints, 0004 agents, 0005 auth, 0006 budgets (0007 adds columns only)
+    # 0003 endpoints, 0004 agents, 0005 auth, 0006 budgets (0007 and 0008 add columns only)
     "endpoints",
     "endpoint_workers",
     "endpoint_requests",
@@ -42,7 +42,7 @@ TABLES = {
 def test_a_fresh_database_migrates_to_head(db_url: str) -> None:
     assert current_revision(db_url) is None
     migrate(db_url)
-    assert current_revision(db_url) == head_revision() == "0007"
+    assert current_revision(db_url) == head_revision() == "0008"
     engine = make_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}

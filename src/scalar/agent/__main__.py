@@ -7,13 +7,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from scalar import __version__
 from scalar.agent.node_agent import AgentOptions, run_agent
+from scalar.wire.agent import PROTOCOL
 
 DEFAULT_STATE_DIR = Path.home() / ".scalar-agent"
 
 
+def version_line() -> str:
+    """What ``--version`` prints: the agent's version and the protocol it speaks."""
+    return f"scalar agent {__version__} (protocol {PROTOCOL})"
+
+
 def parse(argv: list[str]) -> AgentOptions:
     p = argparse.ArgumentParser(prog="scalar agent", description="Run the Scalar node agent (docs/agent.md).")
+    p.add_argument("--version", action="version", version=version_line())
     p.add_argument("--controller", required=True, help="URL of the Scalar API the agent calls")
     p.add_argument("--join-token", default=None, help="one-time token from `scalar join-token`")
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 LOG_CHUNK_BYTES = 256 * 1024
 _EXPECTED = re.compile(r"expected_offset (\d+)")
 TERMINAL = ("exited", "failed_to_start")
+REMOVED_STATUS = 410  # the controller removed this node (`scalar node remove`): stop everything and exit
+STOP_WAIT_S = 30.0  # on removal, how long to wait for the assignments to stop (their grace is 10 s)
 
 
 class AgentRefused(Exception):
@@ -55,7 +60,16 @@ class NodeAgent:
         self.state_dir = options.state_dir
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.client = ControllerClient(options.controller)
-        self.runner = Runner(self.state_dir)
+        # Every assignment learns how to call back (an endpoint worker dials the controller) and which Python
+        # runs scalar here (scalar.agent.endpoint_worker is started with it).
+        self.runner = Runner(
+            self.state_dir,
+            base_env={
+                **os.environ,
+                "SCALAR_CONTROLLER_URL": options.controller,
+                "SCALAR_PYTHON": sys.executable,
+            },
+        )
         self.node_id: str | None = None
         self.node_token: str | None = None
         self.seq = 0
@@ -142,11 +156,35 @@ class NodeAgent:
             except ControllerRefused as err:
                 if err.status == 401:
                     raise AgentRefused(f"the controller no longer knows this node: {err.detail}") from None
+                if err.status == REMOVED_STATUS:
+                    self.retire(err.detail)
+                    return
                 log.warning("heartbeat refused: %s", err.detail)
             self.stopping.wait(self.heartbeat_s)
 
     def stop(self) -> None:
         self.stopping.set()
+
+    def retire(self, why: str) -> None:
+        """The node was removed: stop what still runs here (SIGTERM, SIGKILL after its grace period), ship
+        the last of its output, and return (the agent exits 0)."""
+        log.warning("this node was removed: %s; stopping its assignments and exiting", why)
+        live = [e for e in self.runner.entries.values() if self.runner.report(e)["state"] not in TERMINAL]
+        for entry in live:
+            self.runner.stop(entry.assignment_id)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while time.monotonic() < deadline and any(
+            self.runner.report(e)["state"] not in TERMINAL for e in live
+        ):
+            self.runner.reap()
+            time.sleep(0.1)
+        self.runner.reap()
+        try:
+            self.ship_logs()
+        except (ControllerUnreachable, ControllerRefused) as err:
+            log.warning("could not ship the last output: %s", err)
+        self.runner.save()
+        log.info("node %s removed; agent stopped", self.node_id)
 
     def beat(self) -> dict[str, Any]:
         """One heartbeat: report, apply the desired state, ship logs, forget what the controller has."""
@@ -163,10 +201,23 @@ class NodeAgent:
         for assignment_id in reply.get("cancel") or []:
             self.runner.stop(str(assignment_id))
         if not self.drain:
-            for assignment in reply.get("assignments") or []:
-                if not self.runner.has(str(assignment["assignment_id"])):
-                    log.info("starting %s", assignment["assignment_id"])
-                    self.runner.start(assignment)
+            desired = list(reply.get("assignments") or [])
+            # a GPU is free only once what ran on it has exited: an assignment the controller no longer
+            # wants (cancelled, or a stale attempt after this node rejoined) may take its grace period to stop
+            held = self.runner.gpus_held(keep={str(a["assignment_id"]) for a in desired})
+            for assignment in desired:
+                if self.runner.has(str(assignment["assignment_id"])):
+                    continue
+                busy = held & set(assignment.get("gpu_uuids") or [])
+                if busy:
+                    log.info(
+                        "%s waits: GPUs %s are held by an assignment being stopped",
+                        assignment["assignment_id"],
+                        ",".join(sorted(busy)),
+                    )
+                    continue  # the controller sends it again with the next heartbeat
+                log.info("starting %s", assignment["assignment_id"])
+                self.runner.start(assignment)
         self.ship_logs()
         finished = {r["assignment_id"]: r for r in reports if r["state"] in TERMINAL}
         for aid, report in finished.items():

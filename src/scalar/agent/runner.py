@@ -190,11 +190,30 @@ class Runner:
             "finished_at": _iso(time.time()),
         }
 
+    def gpus_held(self, keep: set[str]) -> set[str]:
+        """GPU UUIDs still held by an assignment not in ``keep`` (being stopped) whose process still runs."""
+        held: set[str] = set()
+        for entry in self.entries.values():
+            if entry.acked or entry.assignment_id in keep:
+                continue
+            if self.report(entry)["state"] in ("running", "starting"):
+                held.update(_gpus_of(entry))
+        return held
+
     def reports(self) -> list[dict[str, Any]]:
         return [self.report(e) for e in self.entries.values() if not e.acked]
 
     def log_path(self, entry: Entry) -> Path:
         return Path(entry.directory) / "output.log"
+
+
+def _gpus_of(entry: Entry) -> list[str]:
+    try:
+        spec = json.loads((Path(entry.directory) / "spec.json").read_text())
+    except (OSError, ValueError):
+        return []
+    visible = str((spec.get("env") or {}).get("CUDA_VISIBLE_DEVICES") or "")
+    return [u for u in visible.split(",") if u]
 
 
 def _read_int(path: Path) -> int | None:

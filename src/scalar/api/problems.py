@@ -73,6 +73,12 @@ PARAMETER_FIXES: dict[str, str] = {
     "node_count": "give a whole number of nodes from 1 to 1000",
     "gpus_per_node": "give a whole number of GPUs per node from 1 to 64 (default: the N of NxMODEL, else 8)",
     "job_id": "give a job id as returned by POST /jobs (GET /jobs lists them)",
+    # serverless endpoints (api/routes_endpoints.py, api/routes_runpod.py)
+    "target": "give one of builtin, local or runpod, or leave it out",
+    "endpoint_id": "give an endpoint id as returned by POST /endpoints, at most 64 characters",
+    "request_id": "give a request id as returned by POST /v2/{endpoint_id}/run, at most 64 characters",
+    "workers_limit": "give a whole number from 0 to 1000",
+    "wait": "give the milliseconds to wait, a whole number from 0 to 300000",
 }
 
 

@@ -8,12 +8,17 @@ authenticate with their join token, then their node token (in the body), not wit
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, Protocol, runtime_checkable
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
 
+from scalar.api.auth import require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.agents import AgentError, AgentService
+from scalar.runtime.endpoints.agent_workers import AgentWorkerError, AgentWorkerService
 from scalar.wire.agent import (
     Heartbeat,
     HeartbeatReply,
@@ -22,15 +27,21 @@ from scalar.wire.agent import (
     JoinTokenRequest,
     LogChunk,
     LogChunkReply,
+    NodeRemoveOut,
+    NodeRemoveRequest,
     RegisterReply,
     RegisterRequest,
 )
+from scalar.wire.endpoint_workers import FailedCall, NextCall, NextReply, ResultCall, ResultReply
 from scalar.wire.jobs import FieldProblem, ProblemDetails
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 MAX_ID_LENGTH = 200
 AGENT_PATHS = ("/agent/v1/register", "/agent/v1/heartbeat", "/agent/v1/logs")
 """Routes an agent calls with its join or node token (no API token)."""
+WORKER_PREFIX = "/agent/v1/endpoints/{endpoint_id}/workers/{worker_id}"
+"""An endpoint worker run by an agent calls under here with its worker token (docs/endpoints.md)."""
+POLL_EVERY_S = 0.2
 
 
 @runtime_checkable
@@ -58,6 +69,31 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         """Without ``node_id`` the host that registers with it becomes a user-owned, fixed-capacity block of
         ``provider``; with one, the agent is attached to that node Scalar bought."""
         return service.create_join_token(body)
+
+    @router.post(
+        "/agents/{node_id}/remove",
+        status_code=202,
+        response_model=NodeRemoveOut,
+        responses={
+            403: {**_PROBLEM, "description": "an admin token is needed"},
+            404: {**_PROBLEM, "description": "no such node"},
+            409: {**_PROBLEM, "description": "a node Scalar bought: release its block instead"},
+        },
+        summary="Remove a user-owned host (admin): drain it, end its block, revoke its agent's token",
+    )
+    def remove_node(
+        body: NodeRemoveRequest | None = None,
+        node_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+    ) -> Any:
+        """Nothing new is placed on the node; its running jobs finish (``force``: are requeued now, as when
+        a node is lost, their old attempts fenced). Once it runs nothing its block ends (no further cost) and
+        its agent's next heartbeat is refused with 410, on which the agent stops. Audit-logged."""
+        actor = require_admin().token_id
+        force = body.force if body is not None else False
+        try:
+            return service.remove_node(node_id, force=force, actor=actor)
+        except AgentError as err:
+            raise _problem(err, "node_id") from None
 
     @router.post(
         "/agent/v1/register",
@@ -94,6 +130,84 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
             return LogChunkReply(next_offset=service.ship_log(body))
         except AgentError as err:
             raise _problem(err, "offset" if err.code == "log-gap" else "assignment_id") from None
+
+    workers = AgentWorkerService(service.store, service.clock, service.secret_box)
+
+    def _worker_problem(err: AgentWorkerError) -> ApiProblem:
+        return ApiProblem(
+            err.status, err.code, err.message, [FieldProblem(field="token", problem=err.message, fix=err.fix)]
+        )
+
+    @router.post(
+        WORKER_PREFIX + "/next",
+        response_model=NextReply,
+        responses={401: _PROBLEM, 404: _PROBLEM},
+        summary="An endpoint worker run by an agent waits for its next request (long poll)",
+    )
+    async def worker_next(
+        request: Request,
+        body: NextCall,
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+        worker_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+    ) -> Any:
+        """Answers at once with the request delivered to this worker, or ``stop`` when the worker or its
+        attempt is no longer current; otherwise waits up to ``wait_s`` and answers ``{}``."""
+        deadline = time.monotonic() + body.wait_s
+        while True:
+            try:
+                found = await run_in_threadpool(
+                    workers.take, endpoint_id, worker_id, body.token, body.attempt
+                )
+            except AgentWorkerError as err:
+                raise _worker_problem(err) from None
+            if found or time.monotonic() >= deadline or await request.is_disconnected():
+                return NextReply.model_validate(found)
+            await asyncio.sleep(POLL_EVERY_S)
+
+    @router.post(
+        WORKER_PREFIX + "/result",
+        response_model=ResultReply,
+        responses={401: _PROBLEM, 404: _PROBLEM},
+        summary="An endpoint worker run by an agent posts a request's output or error",
+    )
+    def worker_result(
+        body: ResultCall,
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+        worker_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+    ) -> Any:
+        """Recorded only if the request is still in progress on this worker at this delivery and the call
+        comes from the job's current attempt; otherwise ``accepted: false`` with why (fenced)."""
+        try:
+            accepted, reason = workers.result(
+                endpoint_id,
+                worker_id,
+                body.token,
+                body.attempt,
+                body.request_id,
+                body.delivery,
+                body.output,
+                body.error,
+            )
+        except AgentWorkerError as err:
+            raise _worker_problem(err) from None
+        return ResultReply(accepted=accepted, reason=reason)
+
+    @router.post(
+        WORKER_PREFIX + "/failed",
+        response_model=ResultReply,
+        responses={401: _PROBLEM, 404: _PROBLEM},
+        summary="An endpoint worker run by an agent could not load its handler",
+    )
+    def worker_failed(
+        body: FailedCall,
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+        worker_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+    ) -> Any:
+        try:
+            reason = workers.failed(endpoint_id, worker_id, body.token, body.attempt, body.error)
+        except AgentWorkerError as err:
+            raise _worker_problem(err) from None
+        return ResultReply(accepted=not reason.startswith("ignored"), reason=reason)
 
     @router.get("/agents", summary="Registered agents and their leases")
     def list_agents() -> Any:

@@ -1,21 +1,45 @@
-"""``/endpoints``: create, list, read, update and delete serverless endpoints (seed 004, docs/endpoints.md)."""
+"""``/endpoints``: create, list, read, update and delete serverless endpoints (seed 004, docs/endpoints.md).
+
+An endpoint belongs to the caller's tenant (``current_principal()``); a user sees and changes only its
+tenant's endpoints, and another tenant's answers the 404 of one that does not exist (docs/security.md).
+An admin sees every tenant's; each endpoint shows its ``tenant``.
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 from pydantic import ValidationError
 
+from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService
 from scalar.wire.endpoints import EndpointSpecFile
-from scalar.wire.endpoints_api import EndpointListOut, EndpointLogsOut, EndpointOut
+from scalar.wire.endpoints_api import (
+    MAX_ID_LENGTH,
+    MAX_WORKERS_SHOWN,
+    EndpointListOut,
+    EndpointLogsOut,
+    EndpointOut,
+)
 from scalar.wire.jobs import FieldProblem, ProblemDetails, field_problems
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 ENDPOINT_ID_FIX = "give an endpoint id as returned by POST /endpoints (GET /endpoints lists them)"
+MAX_LIMIT = 1000
+MAX_OFFSET = 1_000_000_000
+SPEC_FIX = "correct this field (docs/formats/endpoint.md lists every field with its type and bounds)"
+
+
+class Target(StrEnum):
+    """Where an endpoint's workers run (docs/endpoints.md, Targets)."""
+
+    BUILTIN = "builtin"
+    LOCAL = "local"
+    RUNPOD = "runpod"
 
 
 def spec_problem(exc: Exception) -> ApiProblem:
@@ -30,7 +54,10 @@ def spec_problem(exc: Exception) -> ApiProblem:
         ]
     else:
         assert isinstance(exc, ValidationError)
-        errors = field_problems(exc.errors(), known_fields=sorted(EndpointSpecFile.model_fields))
+        errors = [
+            e.model_copy(update={"fix": SPEC_FIX}) if e.fix.startswith("correct ") else e
+            for e in field_problems(exc.errors(), known_fields=sorted(EndpointSpecFile.model_fields))
+        ]
     first = errors[0]
     return ApiProblem(422, "invalid-request", f"{first.field}: {first.problem}", errors)
 
@@ -61,23 +88,37 @@ def endpoints_router(service: EndpointService) -> APIRouter:
     def create_endpoint(
         response: Response,
         body: dict[str, Any] = Body(..., description="the endpoint spec (docs/formats/endpoint.md)"),
-        target: str | None = Query(
-            None, description="builtin, local or runpod (default: local with a handler)"
+        target: Target | None = Query(
+            None, description="builtin, local or runpod (default: local with a handler, else builtin)"
         ),
     ) -> Any:
         try:
-            created = service.create(body, target)
+            created = service.create(
+                body, None if target is None else target.value, tenant=current_principal().tenant
+            )
         except (InvalidSpecError, ValidationError) as exc:
             raise spec_problem(exc) from None
         response.headers["Location"] = f"/endpoints/{created['id']}"
         return created
 
-    @router.get("/endpoints", response_model=EndpointListOut, summary="List endpoints")
+    @router.get(
+        "/endpoints",
+        response_model=EndpointListOut,
+        responses={422: {**_PROBLEM, "description": "a bad page"}},
+        summary="List endpoints (the caller's tenant's; an admin's: every tenant's)",
+    )
     def list_endpoints(
         include_deleted: bool = Query(False, description="also list deleted endpoints"),
+        limit: int = Query(MAX_LIMIT, ge=1, le=MAX_LIMIT, description="at most this many endpoints"),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many endpoints first"),
+        workers_limit: int = Query(
+            MAX_WORKERS_SHOWN, ge=0, le=MAX_WORKERS_SHOWN, description="at most this many workers each"
+        ),
     ) -> Any:
-        found = service.list_endpoints(include_deleted)
-        return {"endpoints": found, "count": len(found)}
+        found = service.list_endpoints(
+            include_deleted, tenant=tenant_filter(), limit=limit, offset=offset, workers_limit=workers_limit
+        )
+        return {"endpoints": found, "count": len(found), "limit": limit, "offset": offset}
 
     @router.get(
         "/endpoints/{endpoint_id}",
@@ -85,8 +126,16 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         responses={404: {**_PROBLEM, "description": "no such endpoint"}},
         summary="Read one endpoint: workers, health, latency, cost and scaling decisions",
     )
-    def get_endpoint(endpoint_id: str = Path(min_length=1, max_length=64)) -> Any:
-        found = service.get(endpoint_id)
+    def get_endpoint(
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+        workers_limit: int = Query(
+            MAX_WORKERS_SHOWN,
+            ge=0,
+            le=MAX_WORKERS_SHOWN,
+            description="show at most this many active workers (workers_count has them all)",
+        ),
+    ) -> Any:
+        found = service.get(endpoint_id, tenant=tenant_filter(), workers_limit=workers_limit)
         if found is None:
             raise not_found(endpoint_id)
         return found
@@ -101,11 +150,11 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         summary="Change an endpoint's spec (the fields given replace the current ones)",
     )
     def update_endpoint(
-        endpoint_id: str = Path(min_length=1, max_length=64),
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
         body: dict[str, Any] = Body(..., description="spec fields to change"),
     ) -> Any:
         try:
-            return service.update(endpoint_id, body)
+            return service.update(endpoint_id, body, tenant=tenant_filter())
         except EndpointNotFoundError:
             raise not_found(endpoint_id) from None
         except (InvalidSpecError, ValidationError) as exc:
@@ -117,9 +166,9 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         responses={404: {**_PROBLEM, "description": "no such endpoint"}},
         summary="Delete an endpoint: its workers stop, its queued requests are cancelled",
     )
-    def delete_endpoint(endpoint_id: str = Path(min_length=1, max_length=64)) -> Any:
+    def delete_endpoint(endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH)) -> Any:
         try:
-            return service.delete(endpoint_id)
+            return service.delete(endpoint_id, tenant=tenant_filter())
         except EndpointNotFoundError:
             raise not_found(endpoint_id) from None
 
@@ -130,11 +179,11 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         summary="Scaling decisions and worker moves, newest first",
     )
     def endpoint_logs(
-        endpoint_id: str = Path(min_length=1, max_length=64),
-        limit: int = Query(100, ge=1, le=1000, description="at most this many lines"),
+        endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),
+        limit: int = Query(100, ge=1, le=MAX_LIMIT, description="at most this many lines"),
     ) -> Any:
         try:
-            return {"id": endpoint_id, "lines": service.logs(endpoint_id, limit)}
+            return {"id": endpoint_id, "lines": service.logs(endpoint_id, limit, tenant=tenant_filter())}
         except EndpointNotFoundError:
             raise not_found(endpoint_id) from None
 

@@ -2,121 +2,303 @@
 
 ``POST run`` (async, returns an id), ``POST runsync`` (waits up to ``?wait=`` ms, default 90 000, then
 answers the current status), ``GET status/{id}``, ``POST cancel/{id}``, ``GET health``. Answers keep
-RunPod's shapes, errors included (``{"error": "..."}`` with the HTTP status), not problem documents.
+RunPod's shapes. Errors are problem documents (``application/problem+json``, ``errors`` naming the field
+and the fix) that also carry RunPod's ``{"error": "..."}``.
+
+Every route is the caller's tenant's: another tenant's endpoint, and its requests, answer the 404 of an
+endpoint that does not exist (docs/security.md). Bounds (docs/endpoints.md): ids of at most 64
+characters; a body of at most 1 MiB (the API's limit) whose ``input`` nests at most 64 levels, without
+NaN or infinity; ``webhook`` an http(s) URL of at most 2048 characters; ``policy.executionTimeout`` and
+``policy.ttl`` whole milliseconds from 1 to 7 days; no other field.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import ValidationError
 
+from scalar.api.auth import MAX_BODY_BYTES, tenant_filter
+from scalar.api.problems import ApiProblem, internal_problem, logger, problem, validation_problem
 from scalar.domain.endpoint_scaling import RequestStatus
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService, RequestNotFoundError
-from scalar.wire.endpoints_api import HealthOut, RequestStatusOut, RunAccepted, RunRequest
+from scalar.wire.endpoints_api import (
+    MAX_ID_LENGTH,
+    HealthOut,
+    RequestStatusOut,
+    RunAccepted,
+    RunPodProblem,
+    RunRequest,
+)
+from scalar.wire.jobs import FieldProblem, ProblemDetails, field_problems
 
-MAX_BODY_BYTES = 10 * 1024 * 1024
+MAX_INPUT_BYTES = MAX_BODY_BYTES
+MAX_INPUT_DEPTH = 64
 RUNSYNC_WAIT_MS = 90_000
+MAX_RUNSYNC_WAIT_MS = 300_000
 POLL_S = 0.05
+RUN_FIX = 'send {"input": {...}} with optional "webhook" and "policy" (docs/endpoints.md, Requests)'
+
+_ERROR = {"model": RunPodProblem, "content": {"application/problem+json": {}}}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {**_ERROR, "description": "no such endpoint (or request) for this caller"},
+    422: {**_ERROR, "description": "a bad parameter: the errors name it and the fix"},
+}
+_BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_RESPONSES,
+    400: {**_ERROR, "description": "the body is not JSON"},
+    413: {**_ERROR, "description": "the body or its input is too large"},
+    422: {**_ERROR, "description": "a bad body or parameter: the errors name the field and the fix"},
+}
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def runpod_problem(body: ProblemDetails) -> JSONResponse:
+    """A problem document with RunPod's ``error`` key, so RunPod clients and Scalar's read it alike."""
+    content = body.model_dump(mode="json", exclude_none=True)
+    content["error"] = body.detail
+    return JSONResponse(content, status_code=body.status, media_type="application/problem+json")
 
 
-def _unknown_endpoint(endpoint_id: str) -> JSONResponse:
-    return _error(404, f"endpoint {endpoint_id} not found")
+def _fail(status: int, kind: str, detail: str, errors: Sequence[FieldProblem], path: str) -> JSONResponse:
+    return runpod_problem(problem(status, kind, detail, errors, instance=path))
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+class RunPodRoute(APIRoute):
+    """Every error of a ``/v2`` route (a bad parameter, an ``ApiProblem``, an unexpected failure) becomes
+    a problem document carrying RunPod's ``error``; never a traceback."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            path = request.url.path
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return runpod_problem(validation_problem(exc, path))
+            except ApiProblem as exc:
+                return _fail(exc.status, exc.kind, exc.detail, exc.errors, path)
+            except Exception:
+                logger.exception("unexpected error on %s %s", request.method, path)
+                return runpod_problem(internal_problem(request))
+
+        return guarded
 
 
-async def _job_input(request: Request) -> tuple[Any, JSONResponse | None]:
+def no_endpoint(endpoint_id: str) -> ApiProblem:
+    """A missing endpoint, and another tenant's: the same answer, word for word."""
+    return ApiProblem(
+        404,
+        "not-found",
+        f"no endpoint with id {endpoint_id!r}",
+        [
+            FieldProblem(
+                field="endpoint_id",
+                problem=f"no endpoint has id {endpoint_id!r}",
+                fix="give an endpoint id as returned by POST /endpoints (GET /endpoints lists them)",
+            )
+        ],
+    )
+
+
+def no_request(endpoint_id: str, request_id: str) -> ApiProblem:
+    return ApiProblem(
+        404,
+        "not-found",
+        f"no request with id {request_id!r} on endpoint {endpoint_id!r}",
+        [
+            FieldProblem(
+                field="request_id",
+                problem=f"endpoint {endpoint_id!r} has no request with id {request_id!r}",
+                fix="give a request id as returned by POST /v2/{endpoint_id}/run on this endpoint",
+            )
+        ],
+    )
+
+
+def _input_issue(value: Any) -> tuple[str, str] | None:
+    """(problem, fix) when ``value`` nests deeper than ``MAX_INPUT_DEPTH`` levels or holds NaN or an
+    infinity (which JSON does not have; Python's parser reads them); walked without recursion."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"holds {item!r}, which is not a JSON number", "send finite numbers (or null, or a string)"
+        if isinstance(item, dict | list):
+            if depth > MAX_INPUT_DEPTH:
+                return f"nests deeper than {MAX_INPUT_DEPTH} levels", "flatten the input's lists and objects"
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _input_problem(problem_text: str, fix: str) -> ApiProblem:
+    return ApiProblem(
+        422,
+        "invalid-request",
+        f"input: {problem_text}",
+        [FieldProblem(field="input", problem=problem_text, fix=fix)],
+    )
+
+
+async def _job_input(request: Request) -> Any:
+    """The request's ``input``, checked; ``ApiProblem`` naming the field otherwise."""
     raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        return None, _error(413, f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    if len(raw) > MAX_INPUT_BYTES:
+        text = f"is larger than {MAX_INPUT_BYTES} bytes"
+        raise ApiProblem(
+            413,
+            "payload-too-large",
+            f"input: {text}",
+            [
+                FieldProblem(
+                    field="input", problem=text, fix="send a smaller input, or a URL the handler fetches"
+                )
+            ],
+        )
     try:
-        body = json.loads(raw or b"null", parse_constant=_refuse_constant)
+        body = json.loads(raw or b"null")  # NaN and Infinity read as floats, refused below naming the field
+    except RecursionError:
+        raise _input_problem(
+            f"nests deeper than {MAX_INPUT_DEPTH} levels", "flatten the input's lists and objects"
+        ) from None
     except ValueError as exc:
-        return None, _error(400, f'the body is not JSON ({exc}); send {{"input": {{...}}}}')
-    if not isinstance(body, dict) or "input" not in body:
-        return None, _error(400, 'the body must be a JSON object with an "input" field: {"input": {...}}')
-    return body["input"], None
+        raise ApiProblem(
+            400,
+            "invalid-request",
+            f"the body is not JSON ({exc})",
+            [FieldProblem(field="(body)", problem=f"is not JSON ({exc})", fix=RUN_FIX)],
+        ) from None
+    if not isinstance(body, dict):
+        raise ApiProblem(
+            422,
+            "invalid-request",
+            '(body): must be a JSON object with an "input" field',
+            [FieldProblem(field="(body)", problem="must be a JSON object", fix=RUN_FIX)],
+        )
+    try:
+        checked = RunRequest.model_validate(body)
+    except ValidationError as exc:
+        errors = field_problems(exc.errors(), known_fields=sorted(RunRequest.model_fields))
+        errors = [
+            e.model_copy(update={"fix": RUN_FIX}) if e.fix.startswith(("correct ", "send a JSON")) else e
+            for e in errors
+        ]
+        first = errors[0]
+        raise ApiProblem(422, "invalid-request", f"{first.field}: {first.problem}", errors) from None
+    issue = _input_issue(checked.input)
+    if issue is not None:
+        raise _input_problem(*issue)
+    return checked.input
+
+
+def _endpoint_id() -> Any:
+    return Path(min_length=1, max_length=MAX_ID_LENGTH, description="the endpoint's id")
+
+
+def _request_id() -> Any:
+    return Path(min_length=1, max_length=MAX_ID_LENGTH, description="the request's id, from run")
+
+
+def _run_body() -> dict[str, Any]:
+    return {"requestBody": {"content": {"application/json": {"schema": RunRequest.model_json_schema()}}}}
 
 
 def runpod_router(service: EndpointService) -> APIRouter:
-    router = APIRouter(prefix="/v2", tags=["runpod data plane"])
+    router = APIRouter(prefix="/v2", tags=["runpod data plane"], route_class=RunPodRoute)
+
+    def submit(endpoint_id: str, job_input: Any, tenant: str | None) -> dict[str, Any]:
+        try:
+            return service.submit_request(endpoint_id, job_input, tenant=tenant)
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
+
+    def read_status(endpoint_id: str, request_id: str, tenant: str | None) -> dict[str, Any]:
+        try:
+            return service.request_status(endpoint_id, request_id, tenant=tenant)
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
+        except RequestNotFoundError:
+            raise no_request(endpoint_id, request_id) from None
 
     @router.post(
         "/{endpoint_id}/run",
         response_model=RunAccepted,
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": RunRequest.model_json_schema()}}}
-        },
+        responses=_BODY_RESPONSES,
+        openapi_extra=_run_body(),
         summary="Queue a request (RunPod's run)",
     )
-    async def run(endpoint_id: str, request: Request) -> Any:
-        job_input, error = await _job_input(request)
-        if error is not None:
-            return error
-        try:
-            return service.submit_request(endpoint_id, job_input)
-        except EndpointNotFoundError:
-            return _unknown_endpoint(endpoint_id)
+    async def run(request: Request, endpoint_id: str = _endpoint_id()) -> Any:
+        tenant = tenant_filter()
+        job_input = await _job_input(request)
+        return await anyio.to_thread.run_sync(submit, endpoint_id, job_input, tenant)
 
     @router.post(
         "/{endpoint_id}/runsync",
         response_model=RequestStatusOut,
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": RunRequest.model_json_schema()}}}
-        },
+        responses=_BODY_RESPONSES,
+        openapi_extra=_run_body(),
         summary="Queue a request and wait for its result (RunPod's runsync)",
     )
     async def runsync(
-        endpoint_id: str, request: Request, wait: int = Query(RUNSYNC_WAIT_MS, ge=0, le=300_000)
+        request: Request,
+        endpoint_id: str = _endpoint_id(),
+        wait: int = Query(
+            RUNSYNC_WAIT_MS, ge=0, le=MAX_RUNSYNC_WAIT_MS, description="milliseconds to wait for the result"
+        ),
     ) -> Any:
-        job_input, error = await _job_input(request)
-        if error is not None:
-            return error
-        try:
-            accepted = service.submit_request(endpoint_id, job_input)
-        except EndpointNotFoundError:
-            return _unknown_endpoint(endpoint_id)
+        tenant = tenant_filter()
+        job_input = await _job_input(request)
+        accepted = await anyio.to_thread.run_sync(submit, endpoint_id, job_input, tenant)
         deadline = time.monotonic() + wait / 1000
         while True:
-            status = await anyio.to_thread.run_sync(service.request_status, endpoint_id, accepted["id"])
+            status = await anyio.to_thread.run_sync(read_status, endpoint_id, accepted["id"], tenant)
             if RequestStatus(status["status"]).terminal or time.monotonic() >= deadline:
                 return status
             await anyio.sleep(POLL_S)
 
     @router.get(
-        "/{endpoint_id}/status/{request_id}", response_model=RequestStatusOut, summary="A request's status"
+        "/{endpoint_id}/status/{request_id}",
+        response_model=RequestStatusOut,
+        responses=_RESPONSES,
+        summary="A request's status",
     )
-    def status(endpoint_id: str, request_id: str) -> Any:
-        try:
-            return service.request_status(endpoint_id, request_id)
-        except RequestNotFoundError:
-            return _error(404, f"request {request_id} not found on endpoint {endpoint_id}")
+    def status(endpoint_id: str = _endpoint_id(), request_id: str = _request_id()) -> Any:
+        return read_status(endpoint_id, request_id, tenant_filter())
 
     @router.post(
-        "/{endpoint_id}/cancel/{request_id}", response_model=RequestStatusOut, summary="Cancel a request"
+        "/{endpoint_id}/cancel/{request_id}",
+        response_model=RequestStatusOut,
+        responses=_RESPONSES,
+        summary="Cancel a request",
     )
-    def cancel(endpoint_id: str, request_id: str) -> Any:
+    def cancel(endpoint_id: str = _endpoint_id(), request_id: str = _request_id()) -> Any:
         try:
-            return service.cancel_request(endpoint_id, request_id)
-        except RequestNotFoundError:
-            return _error(404, f"request {request_id} not found on endpoint {endpoint_id}")
-
-    @router.get("/{endpoint_id}/health", response_model=HealthOut, summary="Workers and requests by state")
-    def health(endpoint_id: str) -> Any:
-        try:
-            return service.health(endpoint_id)
+            return service.cancel_request(endpoint_id, request_id, tenant=tenant_filter())
         except EndpointNotFoundError:
-            return _unknown_endpoint(endpoint_id)
+            raise no_endpoint(endpoint_id) from None
+        except RequestNotFoundError:
+            raise no_request(endpoint_id, request_id) from None
+
+    @router.get(
+        "/{endpoint_id}/health",
+        response_model=HealthOut,
+        responses=_RESPONSES,
+        summary="Workers and requests by state",
+    )
+    def health(endpoint_id: str = _endpoint_id()) -> Any:
+        try:
+            return service.health(endpoint_id, tenant=tenant_filter())
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
 
     return router

@@ -1,6 +1,6 @@
 """``scalar agent``: run the node agent; ``scalar join-token``: create a one-time token for one.
 
-    scalar join-token --server http://controller:8000           # prints sjt_...
+    scalar join-token --server http://controller:8000 [--price-per-gpu-hour 1.20]   # prints sjt_...
     scalar agent --controller http://controller:8000 --join-token sjt_... [--fake-gpus 8xH100-80GB]
 
 The agent registers the host (a user-owned host becomes a fixed-capacity block), then heartbeats and runs
@@ -13,17 +13,40 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from scalar.cli.errors import user_errors
+from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
 
 REFUSED = 3
 DEFAULT_STATE_DIR = Path.home() / ".scalar-agent"
+MAX_PRICE_PER_GPU_HOUR = Decimal(1000)
+
+
+def byo_price(text: str) -> str:
+    """``--price-per-gpu-hour``: a finite amount of USD from 0 to 1000, kept exact (sent as a string)."""
+    try:
+        price = Decimal(text.strip().removeprefix("$"))
+    except InvalidOperation:
+        price = Decimal("NaN")
+    if not price.is_finite() or not 0 <= price <= MAX_PRICE_PER_GPU_HOUR:
+        fail(
+            f"--price-per-gpu-hour {text!r}: give USD per GPU-hour from 0 to {MAX_PRICE_PER_GPU_HOUR}, e.g. 1.20"
+        )
+    return str(price)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from scalar.agent.__main__ import version_line
+
+        sys.stdout.write(version_line() + "\n")
+        raise typer.Exit(0)
 
 
 def register(app: typer.Typer) -> None:
@@ -57,6 +80,13 @@ def register(app: typer.Typer) -> None:
         ),
         agent_version: str | None = typer.Option(None, "--agent-version", hidden=True),
         agent_protocol: int | None = typer.Option(None, "--agent-protocol", hidden=True),
+        version: bool = typer.Option(
+            False,
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the agent's version and protocol, and exit.",
+        ),
     ) -> None:
         """Run the node agent: register this host with the controller and run the work placed on it."""
         from scalar.agent.node_agent import AgentOptions, run_agent
@@ -86,11 +116,27 @@ def register(app: typer.Typer) -> None:
         tier: str = typer.Option("FAST", "--tier", help="FAST or FLEX: the tier of the host's capacity."),
         ttl_s: float = typer.Option(3600.0, "--ttl-s", help="Seconds the token stays valid."),
         node_id: str | None = typer.Option(None, "--node-id", help="Attach the agent to this bought node."),
+        price: str = typer.Option(
+            "0",
+            "--price-per-gpu-hour",
+            help="USD per GPU-hour the host's block is recorded at (costs, packing); not with --node-id.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the token as JSON."),
         server: str = server_option(),
     ) -> None:
         """Create a one-time join token for `scalar agent`."""
-        body = {"provider": provider, "tier": tier.upper(), "ttl_s": ttl_s, "node_id": node_id}
+        amount = byo_price(price)
+        if node_id is not None and Decimal(amount) != 0:
+            fail(
+                "--price-per-gpu-hour is for a host of your own: a bought node (--node-id) has its block's price"
+            )
+        body = {
+            "provider": provider,
+            "tier": tier.upper(),
+            "ttl_s": ttl_s,
+            "node_id": node_id,
+            "price_per_gpu_hour": amount,
+        }
         created = call_server(server, lambda c: c._call("POST", "/agents/join-tokens", json=body))
         if as_json:
             print_json(created)

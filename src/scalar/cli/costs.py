@@ -57,6 +57,11 @@ def print_costs(c: dict[str, Any]) -> None:
         "usd_per_delivered_gpu_h",
     ]
     show(table(headers, rows, "COSTS BY PROVIDER (USD)", total))
+    tenants = c.get("by_tenant") or []
+    if tenants:
+        trows = [[t.get("tenant"), hours(t.get("gpu_hours")), usd(t.get("cost"), 4)] for t in tenants]
+        idle = ["(idle, no tenant)", hours(c.get("idle_gpu_hours")), usd(c.get("idle_cost"), 4)]
+        show(table(["tenant", "gpu_h", "cost"], trows, "COSTS BY TENANT (USD)", idle))
     series = c.get("series") or []
     if series:
         spends = [Decimal(p.get("spend") or 0) for p in series]

@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "nodes",
     "costs",
     "agent",
+    "node",
     "logs",
     "controller",
     "token",

@@ -68,6 +68,8 @@ class BlockGrant:
     node_ids: tuple[str, ...]
     spot: bool = False
     region: str | None = None
+    cuda_version: str | None = None  # what the nodes' driver supports ("12.8"); None: the seller does not say
+    driver_version: str | None = None
 
     @property
     def cost_per_hour(self) -> Decimal:

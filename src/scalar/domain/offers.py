@@ -45,6 +45,7 @@ class Offer:
     spot: bool = False
     interruption_rate: float | None = None
     observed_at: datetime | None = None
+    cuda_version: str | None = None  # the CUDA version its nodes come with ("12.8"), None: not published
 
     @property
     def price_per_gpu_hour(self) -> Decimal | None:

@@ -1,10 +1,13 @@
 """Seed 001's bin packing: which node and which GPUs a job goes to, or what to ask for when none fits.
 
 ``schedule_job(job, nodes, now)`` runs the seed's filters on every node, in the seed's order (tier, then
-the job's allowed GPU models, expiry with the 300 s safety margin, CPU, RAM, GPUs with enough VRAM), scores
-the nodes that pass with the seed's formula (:mod:`scalar.domain.packing_score`) and places the job on the
-best one. Higher score wins; equal scores go to the lowest node id, so the answer does not depend on the
-order the nodes come in. Every node not chosen gets a :class:`Reason`, and the decision one sentence.
+the job's allowed GPU models and CUDA versions (seed 004), expiry with the 300 s safety margin, CPU, RAM,
+GPUs with enough VRAM), scores the nodes that pass with the seed's formula
+(:mod:`scalar.domain.packing_score`) and places the job on the best one (:func:`placement_rank`). Higher
+score wins; equal scores go to the lowest node id, so the answer does not depend on the order the nodes
+come in. A job that lists ``gpu_models`` ranks by that list first (its order is a preference, seed 004),
+then by the node's price per GPU-hour, then by score. Every node not chosen gets a :class:`Reason`, and the
+decision one sentence.
 
 When no node fits: ``REQUEST_MORE_CAPACITY`` for a FAST job, ``QUEUE_FOR_FLEX`` for a FLEX job, with the
 seed's provider hint (Prime Intellect below 8 GPUs, SFCompute from 8). This is the single-node decision: a
@@ -16,9 +19,10 @@ Cost: one pass over each node's GPUs, so O(nodes x GPUs per node).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 
 from scalar.domain.errors import InvalidSpecError
@@ -45,18 +49,24 @@ BIN_PACK_SAFETY_MARGIN_SEC = 300
 # Why a node was not chosen, in the order the filters run.
 TIER_MISMATCH = "tier_mismatch"
 GPU_MODEL_NOT_ALLOWED = "gpu_model_not_allowed"
+CUDA_MISMATCH = "cuda_mismatch"
 EXPIRES_TOO_SOON = "expires_too_soon"
 INSUFFICIENT_CPU = "insufficient_cpu"
 INSUFFICIENT_RAM = "insufficient_ram"
 INSUFFICIENT_GPUS = "insufficient_gpus"
+LESS_PREFERRED_MODEL = "less_preferred_model"
+HIGHER_PRICE = "higher_price"
 LOWER_SCORE = "lower_score"
 REJECTION_ORDER = (
     TIER_MISMATCH,
     GPU_MODEL_NOT_ALLOWED,
+    CUDA_MISMATCH,
     EXPIRES_TOO_SOON,
     INSUFFICIENT_CPU,
     INSUFFICIENT_RAM,
     INSUFFICIENT_GPUS,
+    LESS_PREFERRED_MODEL,
+    HIGHER_PRICE,
     LOWER_SCORE,
 )
 
@@ -152,6 +162,18 @@ def evaluate_node(
                 have=node.gpu_model,
             ),
         )
+    if not job.allows_cuda(node.cuda_version):
+        allowed = ",".join(job.cuda_versions or ())
+        return NodeEvaluation(
+            node,
+            Reason(
+                CUDA_MISMATCH,
+                f"CUDA {node.cuda_version} on this node is not a version the job allows ({allowed})",
+                resource="cuda_version",
+                need=allowed,
+                have=node.cuda_version,
+            ),
+        )
     time_left = node.time_to_expiry(now)
     time_needed = job.expected_duration_sec + safety_margin_sec
     if time_left < time_needed:
@@ -221,9 +243,28 @@ def _gpu_shortage(job: Job, node: Node, usable: int, held: int, too_small: int) 
     return Reason(INSUFFICIENT_GPUS, message, resource="gpus", need=count, have=usable, limit=node.gpu_count)
 
 
-def _rank(evaluation: NodeEvaluation) -> tuple[float, str]:
+RankKey = tuple[int, Decimal, float, str]
+_NO_PRICE = Decimal(0)
+
+
+def placement_rank(job: Job, evaluation: NodeEvaluation, node_id: str | None = None) -> RankKey:
+    """How a candidate node ranks for ``job``: lowest key wins.
+
+    ``(preference of its GPU model, its price per GPU-hour, -score, node id)``. For a job without
+    ``gpu_models`` the first two are constant, so the ranking is the seed's (highest score, then lowest id).
+    ``node_id`` stands in for the evaluation's node id (a class of identical nodes ranks as its lowest id).
+    """
     assert evaluation.score is not None
-    return (-round(evaluation.score.score, SCORE_TIE_DIGITS), evaluation.node.id)
+    node = evaluation.node
+    score = -round(evaluation.score.score, SCORE_TIE_DIGITS)
+    name = node.id if node_id is None else node_id
+    if job.gpu_models is None:
+        return (0, _NO_PRICE, score, name)
+    return (job.model_preference(node.gpu_model), node.block.price_per_gpu_hour, score, name)
+
+
+def _rank_of(job: Job) -> Callable[[NodeEvaluation], RankKey]:
+    return lambda evaluation: placement_rank(job, evaluation)
 
 
 def schedule_job(
@@ -243,30 +284,51 @@ def schedule_job(
         evaluate_node(job, node, now, safety_margin_sec=safety_margin_sec, weights=weights) for node in nodes
     ]
     candidates = [e for e in evaluations if e.reason is None]
-    best = min(candidates, key=_rank) if candidates else None
-    rejections = tuple(_rejection(e, best) for e in evaluations if e is not best)
+    best = min(candidates, key=_rank_of(job)) if candidates else None
+    rejections = tuple(rejection_of(job, e, best) for e in evaluations if e is not best)
     head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
     counts = _count_phrases(job, rejections, safety_margin_sec)
     if best is not None:
-        assert best.score is not None
-        score = best.score.score
-        summary = (
-            f"{head}: placed on {best.node.id} GPUs {fmt_indices(best.gpu_indices)} (score {score:.4f})"
-            + (f"; {', '.join(counts)}" if counts else "")
-            + "."
-        )
-        return PlacementDecision(
-            kind=PlacementKind.EXISTING_NODE,
-            job_id=job.id,
-            tier=job.tier,
-            provider=best.node.provider,
-            reason=Reason(PLACED, summary, resource="score", have=round(score, 6)),
-            node_id=best.node.id,
-            gpu_indices=best.gpu_indices,
-            score=best.score,
-            rejections=rejections,
-        )
+        return placed(job, best, head, counts, rejections)
     return _no_placement(job, nodes, rejections, head, counts)
+
+
+def placed(
+    job: Job,
+    best: NodeEvaluation,
+    head: str,
+    counts: Sequence[str],
+    rejections: tuple[NodeRejection, ...] = (),
+) -> PlacementDecision:
+    """The decision that puts ``job`` on ``best``, with its one-sentence reason.
+
+    A job with ``gpu_models`` also hears which of its models it got and at what price."""
+    assert best.score is not None
+    score = best.score.score
+    choice = ""
+    if job.gpu_models is not None:
+        position = job.model_preference(best.node.gpu_model) + 1
+        price = best.node.block.price_per_gpu_hour
+        choice = (
+            f", {best.node.gpu_model} is choice {position} of {len(job.gpu_models)} GPU models"
+            f" at ${price:.2f}/GPU-h"
+        )
+    summary = (
+        f"{head}: placed on {best.node.id} GPUs {fmt_indices(best.gpu_indices)} (score {score:.4f}{choice})"
+        + (f"; {', '.join(counts)}" if counts else "")
+        + "."
+    )
+    return PlacementDecision(
+        kind=PlacementKind.EXISTING_NODE,
+        job_id=job.id,
+        tier=job.tier,
+        provider=best.node.provider,
+        reason=Reason(PLACED, summary, resource="score", have=round(score, 6)),
+        node_id=best.node.id,
+        gpu_indices=best.gpu_indices,
+        score=best.score,
+        rejections=rejections,
+    )
 
 
 def _no_placement(
@@ -322,12 +384,38 @@ def no_placement(
     )
 
 
-def _rejection(evaluation: NodeEvaluation, best: NodeEvaluation | None) -> NodeRejection:
+def rejection_of(job: Job, evaluation: NodeEvaluation, best: NodeEvaluation | None) -> NodeRejection:
+    """Why the node of ``evaluation`` was not chosen: its filter's reason, or how it ranked below ``best``."""
     node_id = evaluation.node.id
     if evaluation.reason is not None:
         return NodeRejection(node_id, evaluation.reason)
     assert evaluation.score is not None and best is not None and best.score is not None
     mine, theirs = evaluation.score.score, best.score.score
+    if job.gpu_models is not None:
+        node, other = evaluation.node, best.node
+        rank, best_rank = job.model_preference(node.gpu_model), job.model_preference(other.gpu_model)
+        if rank != best_rank:
+            reason = Reason(
+                LESS_PREFERRED_MODEL,
+                f"GPU model {node.gpu_model} is choice {rank + 1} of the job's GPU models; "
+                f"{other.id} has {other.gpu_model} (choice {best_rank + 1})",
+                resource="gpu_model",
+                have=rank + 1,
+                limit=best_rank + 1,
+            )
+            return NodeRejection(node_id, reason, mine)
+        price, best_price = node.block.price_per_gpu_hour, other.block.price_per_gpu_hour
+        if price != best_price:
+            digits = 2 if round(price, 2) != round(best_price, 2) else 6
+            reason = Reason(
+                HIGHER_PRICE,
+                f"costs ${price:.{digits}f}/GPU-h, more than {other.id}'s ${best_price:.{digits}f}/GPU-h "
+                f"for the same GPU model choice",
+                resource="price_per_gpu_hour",
+                have=str(price),
+                limit=str(best_price),
+            )
+            return NodeRejection(node_id, reason, mine)
     if round(mine, SCORE_TIE_DIGITS) == round(theirs, SCORE_TIE_DIGITS):
         message = f"scored {mine:.4f}, equal to {best.node.id}; equal scores go to the lowest node id"
     else:
@@ -364,10 +452,13 @@ def count_phrases(job: Job, counts: Mapping[str, int], safety_margin_sec: float)
         text = {
             TIER_MISMATCH: f"{'is' if one else 'are'} {other_tier}",
             GPU_MODEL_NOT_ALLOWED: f"{'has' if one else 'have'} a GPU model the job does not allow",
+            CUDA_MISMATCH: f"{'has' if one else 'have'} a CUDA version the job does not allow",
             EXPIRES_TOO_SOON: f"expire{'s' if one else ''} within {window}",
             INSUFFICIENT_CPU: f"lack{'s' if one else ''} {fmt_num(job.cpu_cores)} free CPU cores",
             INSUFFICIENT_RAM: f"lack{'s' if one else ''} {fmt_num(job.ram_gb)} GB free RAM",
             INSUFFICIENT_GPUS: f"lack{'s' if one else ''} {gpus}",
+            LESS_PREFERRED_MODEL: f"{'has' if one else 'have'} a less preferred GPU model",
+            HIGHER_PRICE: f"cost{'s' if one else ''} more per GPU-hour",
             LOWER_SCORE: "scored lower",
         }[code]
         noun = f" {plural(n, 'node')}" if not phrases else ""

@@ -13,6 +13,7 @@ the GPU's whole memory. A slot never has both.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,12 +48,34 @@ def _require_id(field: str, value: str) -> None:
         raise InvalidSpecError(field, "must be a non-empty string")
 
 
+_CUDA_VERSION = re.compile(r"^(\d{1,3})\.(\d{1,3})(?:\.\d{1,4})?$")
+MAX_CUDA_VERSIONS = 16
+
+
+def cuda_major_minor(text: str | None) -> tuple[int, int] | None:
+    """``"12.4"`` or ``"12.4.1"`` -> ``(12, 4)``; ``None`` for ``None`` or anything else."""
+    if not isinstance(text, str):
+        return None
+    match = _CUDA_VERSION.match(text.strip())
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def _require_cuda(field: str, value: str | None) -> None:
+    if value is not None and cuda_major_minor(value) is None:
+        raise InvalidSpecError(field, f"{value!r} is not a CUDA version", 'give MAJOR.MINOR, e.g. "12.4"')
+
+
 @dataclass(frozen=True, slots=True)
 class Block:
     """One contract of capacity: ``gpus_per_node`` GPUs of ``vram_per_gpu_gb`` each per node, until ``end_time``.
 
     ``cost_per_hour`` is USD per node-hour, exact. ``gpu_model`` is the canonical GPU name (``H100``...) or
     ``None`` when unknown; a job that restricts GPU models never lands on a block of unknown model.
+    ``cuda_version`` (``"12.8"``) and ``driver_version`` are what the nodes' driver supports, ``None`` when
+    unknown; a job that restricts CUDA versions *does* land on a node of unknown CUDA version (seed 004
+    lists allowed versions; a host that does not say is given the benefit of the doubt).
     """
 
     id: str
@@ -67,9 +90,14 @@ class Block:
     cost_per_hour: Decimal
     tier: Tier
     gpu_model: str | None = None
+    cuda_version: str | None = None
+    driver_version: str | None = None
 
     def __post_init__(self) -> None:
         _require_id("id", self.id)
+        _require_cuda("cuda_version", self.cuda_version)
+        if self.driver_version is not None:
+            _require_id("driver_version", self.driver_version)
         _require_count("gpus_per_node", self.gpus_per_node)
         _require_amount("vram_per_gpu_gb", self.vram_per_gpu_gb)
         _require_amount("cpu_per_node", self.cpu_per_node)
@@ -87,6 +115,13 @@ class Block:
     def seconds_left(self, now: datetime) -> float:
         """Seconds from ``now`` until the block ends (negative once it has ended)."""
         return (self.end_time - now).total_seconds()
+
+    @property
+    def price_per_gpu_hour(self) -> Decimal:
+        """USD per GPU-hour of the block's nodes (the node-hour cost itself for a node without GPUs)."""
+        if self.gpus_per_node <= 0:
+            return self.cost_per_hour
+        return self.cost_per_hour / self.gpus_per_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +240,14 @@ class Node:
         return self.block.gpu_model
 
     @property
+    def cuda_version(self) -> str | None:
+        return self.block.cuda_version
+
+    @property
+    def driver_version(self) -> str | None:
+        return self.block.driver_version
+
+    @property
     def gpu_count(self) -> int:
         return len(self.gpu_slots)
 
@@ -233,8 +276,12 @@ class Node:
 class Job:
     """A job waiting for a place (the seed's fields, plus the GPU models it accepts and GPU sharing).
 
-    ``gpu_models`` ``None`` accepts any model. ``share_gpu`` lets the job share a GPU with other sharing jobs
-    when it asks for less than the GPU's whole memory. ``submitted_at`` orders jobs of equal priority.
+    ``gpu_models`` ``None`` accepts any model; a list is an *ordered preference*: among the nodes that fit,
+    the packer takes the one whose model comes first, then the cheapest per GPU-hour, then the best score.
+    ``cuda_versions`` ``None`` accepts any CUDA version; a list (``("12.4", "12.8")``) accepts a node whose
+    CUDA major.minor is one of them, or whose CUDA version is unknown. ``share_gpu`` lets the job share a
+    GPU with other sharing jobs when it asks for less than the GPU's whole memory. ``submitted_at`` orders
+    jobs of equal priority.
     """
 
     id: str
@@ -248,6 +295,7 @@ class Job:
     gpu_models: tuple[str, ...] | None = None
     share_gpu: bool = False
     submitted_at: datetime | None = None
+    cuda_versions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         _require_id("id", self.id)
@@ -265,6 +313,25 @@ class Job:
                 raise InvalidSpecError("gpu_models", "is empty", "list at least one model, or leave it out")
         if self.submitted_at is not None:
             _require_aware("submitted_at", self.submitted_at)
+        if self.cuda_versions is not None:
+            versions = tuple(self.cuda_versions)
+            if not versions:
+                raise InvalidSpecError(
+                    "cuda_versions", "is empty", "list at least one version, or leave it out"
+                )
+            if len(versions) > MAX_CUDA_VERSIONS:
+                raise InvalidSpecError(
+                    "cuda_versions", f"lists {len(versions)} versions", f"list at most {MAX_CUDA_VERSIONS}"
+                )
+            for i, version in enumerate(versions):
+                number = cuda_major_minor(version)
+                if number is None or version.strip().count(".") != 1:
+                    raise InvalidSpecError(
+                        f"cuda_versions[{i}]",
+                        f"{version!r} is not a CUDA version",
+                        'give MAJOR.MINOR, e.g. "12.4"',
+                    )
+            object.__setattr__(self, "cuda_versions", tuple(v.strip() for v in versions))
 
     def shares_on(self, slot: GpuSlot) -> bool:
         """True when this job may share ``slot``: it opted in and needs less than the GPU's whole memory."""
@@ -278,6 +345,27 @@ class Job:
             return False
         wanted = gpu_model.upper()
         return any(model.upper() == wanted for model in self.gpu_models)
+
+    def model_preference(self, gpu_model: str | None) -> int:
+        """Where ``gpu_model`` comes in the job's ``gpu_models`` (0: first); 0 for a job without a list.
+
+        A model the job does not allow ranks after every listed one (the packer has rejected it already)."""
+        if self.gpu_models is None:
+            return 0
+        if gpu_model is not None:
+            wanted = gpu_model.upper()
+            for position, model in enumerate(self.gpu_models):
+                if model.upper() == wanted:
+                    return position
+        return len(self.gpu_models)
+
+    def allows_cuda(self, cuda_version: str | None) -> bool:
+        """Whether a node with ``cuda_version`` may take the job: any version when the job lists none, an
+        unknown version always (documented in docs/endpoints.md), else an exact major.minor match."""
+        if self.cuda_versions is None or cuda_version is None:
+            return True
+        have = cuda_major_minor(cuda_version)
+        return have is not None and any(cuda_major_minor(v) == have for v in self.cuda_versions)
 
 
 def _arrival_key(job: Job) -> tuple[int, bool, datetime]:

@@ -1,11 +1,15 @@
 """Agent-backed nodes (issue 9): user-owned hosts, agents of bought nodes, attempts and their fencing.
 
 - ``HostRegistered``: a user-owned host becomes a fixed-capacity block of one READY, agent-backed node
-  (cost 0, never released for idleness, ends at the host's contract expiry when it has one).
+  (at the join token's price per GPU-hour, 0 by default; never released for idleness; ends at the host's
+  contract expiry when it has one).
 - ``AgentRegistered``: the agent of a node Scalar bought registered; the node is agent-backed and READY.
 - ``AssignmentReported``: an agent's report about one attempt of a job. The attempt is the job's
   ``preemptions + 1`` when it was placed; a report about another attempt is fenced (ignored, told in the
   story), so a node that comes back after it was LOST cannot finish or fail a job that runs elsewhere now.
+- ``HostRemoveRequested``: an admin removes a user-owned host: it drains (nothing new is placed there); with
+  ``force`` its jobs are requeued as when it is LOST (same attempt count and fencing); once it runs nothing
+  its block is released (``end_removed_hosts``, each step), which stops its cost and drains its agent.
 - A node that missed its heartbeat lease is reported SUSPECT, then LOST (the runtime decides when, from its
   lease table, and reports the move). LOST requeues the node's jobs with ``attempt + 1`` up to
   ``max_job_attempts``; a job past the limit fails with the reason.
@@ -26,14 +30,16 @@ from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
 from scalar.engine.config import ControllerConfig
-from scalar.engine.events import AgentRegistered, AssignmentReported, HostRegistered
+from scalar.engine.events import AgentRegistered, AssignmentReported, HostRegistered, HostRemoveRequested
 from scalar.engine.groups import Eligibility, base_of, group_name
+from scalar.engine.housekeeping import exact_seconds
 from scalar.engine.lifecycle import JobState, is_legal
 from scalar.engine.state import BlockRecord, ClusterState, JobRecord, NodeRecord, SliceRecord
-from scalar.engine.transitions import finish, preempt, refresh_slice
+from scalar.engine.transitions import finish, preempt, refresh_slice, release_block
 
 # A host without a contract end is held for this long (it is the user's own machine).
 OPEN_ENDED = timedelta(days=3650)
+_HOUR = Decimal(3600)
 NEEDS_AGENT_NODE = "needs_agent_node"
 
 
@@ -56,6 +62,9 @@ def on_host_registered(state: ClusterState, event: HostRegistered) -> None:
         )
         return
     try:
+        price = event.price_per_gpu_hour
+        if not price.is_finite() or price < 0:
+            raise ValueError(f"price_per_gpu_hour {price} is not a finite amount >= 0")
         tier = Tier.parse(event.tier)
         end = event.end_time if event.end_time is not None else state.at + OPEN_ENDED
         if end.tzinfo is None:
@@ -70,9 +79,11 @@ def on_host_registered(state: ClusterState, event: HostRegistered) -> None:
             ram_per_node_gb=event.ram_gb,
             start_time=state.at,
             end_time=max(end, state.at),
-            cost_per_hour=Decimal(0),
+            cost_per_hour=price * event.gpu_count,
             tier=tier,
             gpu_model=canonical_gpu_model(event.gpu_model) if event.gpu_model else None,
+            cuda_version=event.cuda_version,
+            driver_version=event.driver_version,
         )
         node = Node.empty(node_id, block)
     except (DomainError, ValueError, TypeError) as err:
@@ -91,17 +102,23 @@ def on_host_registered(state: ClusterState, event: HostRegistered) -> None:
         ram_per_node_gb=event.ram_gb,
         start_time=block.start_time,
         end_time=block.end_time,
-        price_per_gpu_hour=Decimal(0),
+        price_per_gpu_hour=price,
         node_ids=(node_id,),
+        cuda_version=event.cuda_version,
+        driver_version=event.driver_version,
     )
+    # committed: the contract's full value; an open-ended host has no contract to commit to
+    hours = exact_seconds(block.end_time - block.start_time) / _HOUR if event.end_time is not None else 0
+    committed = price * event.gpu_count * hours
     state.blocks[event.block_id] = BlockRecord(
-        grant, block, group, None, (node_id,), state.at, Decimal(0), fixed=True
+        grant, block, group, None, (node_id,), state.at, committed, fixed=True
     )
     reason = Reason(
         "host_registered",
         f"user-owned host {node_id} registered its agent: {event.gpu_count}x {event.gpu_model or 'GPU'} "
-        f"{event.vram_per_gpu_gb:g} GB, {event.cpu_cores:g} CPU, {event.ram_gb:g} GB RAM as fixed block "
-        f"{event.block_id} ({event.provider}) until {block.end_time.isoformat()}",
+        f"{event.vram_per_gpu_gb:g} GB, {event.cpu_cores:g} CPU, {event.ram_gb:g} GB RAM"
+        f"{f', CUDA {event.cuda_version}' if event.cuda_version else ''} as fixed block "
+        f"{event.block_id} ({event.provider}) at ${price}/GPU-h until {block.end_time.isoformat()}",
     )
     sl = SliceRecord(state.next_id("slice"), group, None, 1, None, state.at)
     sl.node_ids.append(node_id)
@@ -227,6 +244,59 @@ def requeue_lost(state: ClusterState, config: ControllerConfig, node: NodeRecord
                 have=node.id,
             ),
             node.id,
+        )
+
+
+def on_host_remove_requested(
+    state: ClusterState, config: ControllerConfig, event: HostRemoveRequested
+) -> None:
+    node = state.nodes.get(event.node_id)
+    block = state.blocks.get(node.block_id) if node is not None else None
+    if node is None or block is None or not block.fixed:
+        what = "unknown node" if node is None else "a node Scalar bought (release its block instead)"
+        state.note(
+            "node", event.node_id, Reason("not_removable", f"removal of {event.node_id}: {what}; ignored")
+        )
+        return
+    if not block.open or not node.live:
+        state.note(
+            "node", node.id, Reason("already_removed", f"removal of {node.id}: its block has ended already")
+        )
+        return
+    who = f" by {event.actor}" if event.actor else ""
+    jobs = len(node.jobs)
+    if event.force and jobs:
+        then = f"its {jobs} job(s) are requeued"
+    elif jobs:
+        then = f"its {jobs} job(s) may finish, then its block {block.grant.block_id} ends"
+    else:
+        then = f"it runs nothing: its block {block.grant.block_id} ends"
+    node.draining = True
+    reason = Reason(
+        "host_removal", f"user-owned host {node.id} removed{who}{' (force)' if event.force else ''}: {then}"
+    )
+    state.note("node", node.id, reason)
+    if event.force and jobs:
+        requeue_lost(state, config, node, Reason("host_removed", f"host {node.id} was removed{who} (force)"))
+    end_removed_hosts(state)
+
+
+def end_removed_hosts(state: ClusterState) -> None:
+    """Release the block of each user-owned host being removed that runs nothing any more."""
+    for node in state.nodes.values():
+        if not node.draining or node.jobs or not node.live:
+            continue
+        block = state.blocks.get(node.block_id)
+        if block is None or not block.open:
+            continue
+        release_block(
+            state,
+            block,
+            "host_removed",
+            Reason(
+                "host_removed",
+                f"user-owned host {node.id} was removed and runs nothing: block {block.grant.block_id} ends",
+            ),
         )
 
 

@@ -235,6 +235,7 @@ def _placement_text(rec: JobRecord, margin_s: float) -> str:
         text = {
             "tier_mismatch": f"{'is' if one else 'are'} {other}",
             "gpu_model_not_allowed": f"{'has' if one else 'have'} a GPU model the job does not allow",
+            "cuda_mismatch": f"{'has' if one else 'have'} a CUDA version the job does not allow",
             "expires_too_soon": f"expire{'s' if one else ''} within {fmt_duration(job.expected_duration_sec + margin_s)}",
             "insufficient_cpu": f"lack{'s' if one else ''} {fmt_num(job.cpu_cores)} free CPU cores",
             "insufficient_ram": f"lack{'s' if one else ''} {fmt_num(job.ram_gb)} GB free RAM",
@@ -255,6 +256,7 @@ def _shape_key(job: Job) -> tuple[object, ...]:
         job.cpu_cores,
         job.ram_gb,
         job.gpu_models,
+        job.cuda_versions,
         job.share_gpu,
     )
 

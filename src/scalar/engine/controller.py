@@ -31,10 +31,12 @@ from scalar.domain.reasons import Reason
 from scalar.engine import queries
 from scalar.engine.actions import Action
 from scalar.engine.agents import (
+    end_removed_hosts,
     hold_for_agent,
     on_agent_registered,
     on_assignment_reported,
     on_host_registered,
+    on_host_remove_requested,
     requeue_lost,
 )
 from scalar.engine.autoscaler import autoscale
@@ -46,6 +48,7 @@ from scalar.engine.events import (
     BudgetsChanged,
     Event,
     HostRegistered,
+    HostRemoveRequested,
     JobCancelRequested,
     JobSpec,
     JobStarted,
@@ -91,6 +94,7 @@ class Controller:
         expire_blocks(state, now)
         timeouts(state, self.config, now)
         release_dead_blocks(state, now)
+        end_removed_hosts(state)
         schedule(state, self.config, now)
         autoscale(state, self.config, now)
         release_idle(state, self.config, now)
@@ -114,6 +118,8 @@ class Controller:
             pass
         elif isinstance(event, HostRegistered):
             on_host_registered(self.state, event)
+        elif isinstance(event, HostRemoveRequested):
+            on_host_remove_requested(self.state, self.config, event)
         elif isinstance(event, AgentRegistered):
             on_agent_registered(self.state, event)
         elif isinstance(event, AssignmentReported):

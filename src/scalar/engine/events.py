@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from scalar.domain.market import NodeEvent, Order
 from scalar.domain.offers import SFCOMPUTE, Offer
@@ -46,6 +47,8 @@ class JobSpec:
     command: tuple[str, ...] | None = None
     env: tuple[tuple[str, str], ...] = ()
     workdir: str | None = None
+    # CUDA versions the job accepts ("12.4"; seed 004's allowedCudaVersions); None: any (docs/api.md).
+    cuda_versions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,8 @@ class Tick:
 @dataclass(frozen=True, slots=True)
 class HostRegistered:
     """A user-owned host's agent registered (issue 9): a fixed-capacity block of one READY, agent-backed node
-    (cost 0, never released for idleness; it ends at ``end_time`` when the host's contract has one)."""
+    (at ``price_per_gpu_hour``, 0 by default and in events stored before the field existed; never released
+    for idleness; it ends at ``end_time`` when the host's contract has one)."""
 
     stimulus_id: str
     node_id: str
@@ -151,6 +155,21 @@ class HostRegistered:
     ram_gb: float
     tier: str = "FAST"
     end_time: datetime | None = None
+    cuda_version: str | None = None  # what the host's driver supports ("12.8"); None: unknown
+    driver_version: str | None = None
+    price_per_gpu_hour: Decimal = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class HostRemoveRequested:
+    """An admin removes a user-owned host (``scalar node remove``): nothing new is placed on it; with
+    ``force`` its jobs are requeued as when it is lost (attempt + 1, fenced), otherwise they finish; once it
+    runs nothing its block ends (no further cost)."""
+
+    stimulus_id: str
+    node_id: str
+    force: bool = False
+    actor: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +202,7 @@ Event = (
     | JobStarted
     | Tick
     | HostRegistered
+    | HostRemoveRequested
     | AgentRegistered
     | AssignmentReported
     | BudgetsChanged
@@ -196,6 +216,7 @@ EVENT_TYPES: tuple[type, ...] = (
     JobStarted,
     Tick,
     HostRegistered,
+    HostRemoveRequested,
     AgentRegistered,
     AssignmentReported,
     BudgetsChanged,

@@ -133,6 +133,15 @@ def group_rejection(job: Job, rec: GroupRecord, config: ControllerConfig) -> Rea
         return Reason(
             "gpu_model_not_allowed", f"{rec.name} has {model or 'unknown'} GPUs", "gpu_model", have=model
         )
+    if not job.allows_cuda(offer.cuda_version):
+        allowed = ",".join(job.cuda_versions or ())
+        return Reason(
+            "cuda_mismatch",
+            f"{rec.name} comes with CUDA {offer.cuda_version}; the job allows {allowed}",
+            "cuda_version",
+            allowed,
+            offer.cuda_version,
+        )
     if job.gpu_count > 0 and offer.gpu_memory_gb < job.vram_per_gpu_gb:
         return Reason(
             "insufficient_vram",

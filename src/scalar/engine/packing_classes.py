@@ -19,21 +19,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from scalar.domain.packing import (  # the packer's own wording, reused as is
-    PLACED,
     REJECTION_ORDER,
     NodeEvaluation,
     PlacementDecision,
-    PlacementKind,
+    RankKey,
     _need_text,
-    _rejection,
     count_phrases,
     evaluate_node,
     no_placement,
+    placed,
+    placement_rank,
+    rejection_of,
 )
 from scalar.domain.packing_model import Job, Node
-from scalar.domain.packing_score import SCORE_TIE_DIGITS
-from scalar.domain.packing_text import fmt_indices
-from scalar.domain.reasons import Reason
 from scalar.engine.state import RejectionCount
 
 ClassKey = tuple[object, ...]
@@ -91,11 +89,10 @@ class NodeClasses:
             rep = self.nodes[members[0]]
             classes.append((members, evaluate_node(job, rep, now, safety_margin_sec=safety_margin_sec)))
         best: tuple[list[str], NodeEvaluation] | None = None
-        best_rank: tuple[float, str] | None = None
+        best_rank: RankKey | None = None
         for entry in classes:
-            breakdown = entry[1].score
-            if entry[1].reason is None and breakdown is not None:
-                rank = (-round(breakdown.score, SCORE_TIE_DIGITS), entry[0][0])
+            if entry[1].reason is None and entry[1].score is not None:
+                rank = placement_rank(job, entry[1], entry[0][0])
                 if best_rank is None or rank < best_rank:
                     best, best_rank = entry, rank
         counts: Counter[str] = Counter()
@@ -108,7 +105,7 @@ class NodeClasses:
                 reason = evaluation.reason
             else:
                 assert best is not None
-                reason = _rejection(replace(evaluation, node=self.nodes[rest[0]]), best[1]).reason
+                reason = rejection_of(job, replace(evaluation, node=self.nodes[rest[0]]), best[1]).reason
             counts[reason.code] += len(rest)
             seen = examples.get(reason.code)
             if seen is None or rest[0] < seen[0]:
@@ -119,25 +116,7 @@ class NodeClasses:
         head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
         phrases = count_phrases(job, counts, safety_margin_sec)
         if best is not None:
-            chosen = best[1]
-            assert chosen.score is not None
-            score = chosen.score.score
-            summary = (
-                f"{head}: placed on {chosen.node.id} GPUs {fmt_indices(chosen.gpu_indices)} (score {score:.4f})"
-                + (f"; {', '.join(phrases)}" if phrases else "")
-                + "."
-            )
-            decision = PlacementDecision(
-                kind=PlacementKind.EXISTING_NODE,
-                job_id=job.id,
-                tier=job.tier,
-                provider=chosen.node.provider,
-                reason=Reason(PLACED, summary, resource="score", have=round(score, 6)),
-                node_id=chosen.node.id,
-                gpu_indices=chosen.gpu_indices,
-                score=chosen.score,
-            )
-            return ClassPlacement(decision, counted)
+            return ClassPlacement(placed(job, best[1], head, phrases), counted)
         return ClassPlacement(self._no_placement(job, classes, head, phrases), counted)
 
     def _no_placement(

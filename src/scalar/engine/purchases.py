@@ -102,6 +102,8 @@ def _block_of(grant: BlockGrant, rec: OrderRecord) -> Block:
         cost_per_hour=grant.price_per_gpu_hour * grant.gpus_per_node,
         tier=rec.request.tier,
         gpu_model=canonical_gpu_model(grant.gpu_model) if grant.gpu_model else None,
+        cuda_version=grant.cuda_version,
+        driver_version=grant.driver_version,
     )
 
 

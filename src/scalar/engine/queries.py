@@ -78,6 +78,8 @@ class NodeView:
     end_time: datetime
     ready_at: datetime | None
     idle_since: datetime | None
+    cuda_version: str | None = None
+    driver_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +263,8 @@ def node_view(rec: NodeRecord) -> NodeView:
         end_time=block.end_time,
         ready_at=rec.ready_at,
         idle_since=rec.idle_since,
+        cuda_version=block.cuda_version,
+        driver_version=block.driver_version,
     )
 
 

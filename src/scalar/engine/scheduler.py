@@ -69,7 +69,7 @@ class _Pass:
         ready = [
             rec
             for rec in state.nodes.values()
-            if rec.state is NodeState.READY and rec.node.block.end_time > now
+            if rec.state is NodeState.READY and rec.node.block.end_time > now and not rec.draining
         ]
         ready.sort(key=lambda r: r.id)
         self.nodes: list[Node] = [r.node for r in ready]
@@ -110,6 +110,7 @@ class _Pass:
             job.cpu_cores,
             job.ram_gb,
             job.gpu_models,
+            job.cuda_versions,
             job.share_gpu,
             mine,
             bool(rec.spec.command),

@@ -99,6 +99,7 @@ class NodeRecord:
     idle_since: datetime | None = None
     jobs: dict[str, None] = field(default_factory=dict)
     agent: bool = False  # a Scalar agent runs work on it (issue 9; scalar.engine.agents)
+    draining: bool = False  # a user-owned host being removed: nothing new is placed on it
 
     @property
     def id(self) -> str:

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.offers import Offer
-from scalar.domain.packing_model import Job
+from scalar.domain.packing_model import MAX_CUDA_VERSIONS, Job, cuda_major_minor
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
 from scalar.engine.config import ControllerConfig, ScaleGroupConfig
@@ -95,6 +95,7 @@ def _spec_problems(spec: JobSpec) -> tuple[list[Reason], Tier | None]:
                 "gpu_models",
             )
         )
+    problems += _cuda_problems(spec.cuda_versions)
     if not isinstance(spec.share_gpu, bool):
         problems.append(
             Reason(
@@ -106,6 +107,25 @@ def _spec_problems(spec: JobSpec) -> tuple[list[Reason], Tier | None]:
             Reason("invalid_submitted_at", "submitted_at must carry a time zone (UTC)", "submitted_at")
         )
     return problems, tier
+
+
+def _cuda_problems(versions: object) -> list[Reason]:
+    """``cuda_versions``: None, or 1 to 16 versions written MAJOR.MINOR ("12.4")."""
+    if versions is None:
+        return []
+    fix = f'list 1 to {MAX_CUDA_VERSIONS} CUDA versions written MAJOR.MINOR (e.g. ["12.4", "12.8"]), or leave it out'
+    if not isinstance(versions, tuple | list) or not versions or len(versions) > MAX_CUDA_VERSIONS:
+        return [Reason("invalid_cuda_versions", f"cuda_versions: {fix}", "cuda_versions")]
+    for i, version in enumerate(versions):
+        if not isinstance(version, str) or version.count(".") != 1 or cuda_major_minor(version) is None:
+            return [
+                Reason(
+                    "invalid_cuda_versions",
+                    f"cuda_versions[{i}] {version!r} is not a CUDA version; {fix}",
+                    "cuda_versions",
+                )
+            ]
+    return []
 
 
 def _config_for(offer: Offer, tier: Tier, config: ControllerConfig) -> ScaleGroupConfig | None:
@@ -241,4 +261,5 @@ def job_from_spec(spec: JobSpec, submitted_at: datetime) -> Job:
         gpu_models=models,
         share_gpu=spec.share_gpu,
         submitted_at=spec.submitted_at or submitted_at,
+        cuda_versions=None if spec.cuda_versions is None else tuple(spec.cuda_versions),
     )

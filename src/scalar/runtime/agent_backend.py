@@ -3,11 +3,16 @@
 A start becomes an assignment row (``agent_assignments``) the node's agent picks up at its next heartbeat;
 a stop marks it to be stopped; the release of a user-owned host's block tells its agent to drain. No call
 leaves the controller: the agent always dials in.
+
+How an agent gets onto a bought node is the job of a launcher; ``bought_agent_nodes`` says which bought
+nodes should be running one (and whether it registered yet). The Kubernetes launcher
+(``scalar.runtime.k8s_backend``) runs one agent pod per such node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +22,7 @@ from scalar.providers.base import Book, ProviderError
 from scalar.store import Store
 from scalar.store import agents as repo
 
+LIVE_NODE_STATES = ("booting", "initializing", "ready", "suspect", "lost")  # a bought node's agent may run
 AGENT_PROVIDER = "agent"  # the executor's name for work on agent-backed nodes
 DEADLINE_GRACE_S = 60.0  # an assignment's deadline is its host's contract expiry minus this
 
@@ -107,3 +113,50 @@ def assignment_spec(job: Mapping[str, Any], agent: repo.AgentRow, node_id: str) 
         "deadline": deadline,
         "stop_grace_s": 10.0,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNode:
+    """A bought node that should run an agent: its block's shape, its contract end and whether its agent
+    registered already (``registered``)."""
+
+    node_id: str
+    block_id: str
+    provider: str
+    tier: str
+    gpu_count: int
+    end_time: str | None
+    registered: bool
+
+
+def bought_agent_nodes(store: Store, providers: Iterable[str]) -> list[AgentNode]:
+    """The live nodes (booting to lost) of open blocks bought from ``providers``, from the projections the
+    leader writes: the engine knows each of them, so an agent started for one is not ignored."""
+    wanted = set(providers)
+    out: list[AgentNode] = []
+    with store.read() as tx:
+        blocks: dict[str, Any] = {}
+        for state in LIVE_NODE_STATES:
+            for row in tx.list_projection("nodes", state, limit=1_000_000):
+                data = row.data
+                if data.get("provider") not in wanted:
+                    continue
+                block_id = str(data.get("block_id") or row.parent_id)
+                if block_id not in blocks:
+                    blocks[block_id] = tx.get_projection("blocks", block_id)
+                block = blocks[block_id]
+                if block is None or block.data.get("status") != "open":
+                    continue
+                end = data.get("end_time")
+                out.append(
+                    AgentNode(
+                        node_id=row.id,
+                        block_id=block_id,
+                        provider=str(data.get("provider")),
+                        tier=str(data.get("tier") or "FAST").upper(),
+                        gpu_count=int(data.get("gpu_count") or 0),
+                        end_time=None if end is None else str(end),
+                        registered=repo.get_agent(tx.conn, row.id) is not None,
+                    )
+                )
+    return sorted(out, key=lambda n: n.node_id)

@@ -22,16 +22,26 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from scalar import __version__
 from scalar.domain.market import NodeEvent, NodeState
+from scalar.domain.packing_model import cuda_major_minor
 from scalar.engine.codec import event_to_dict
-from scalar.engine.events import AgentRegistered, AssignmentReported, Event, HostRegistered, NodeReported
+from scalar.engine.events import (
+    AgentRegistered,
+    AssignmentReported,
+    Event,
+    HostRegistered,
+    HostRemoveRequested,
+    NodeReported,
+)
 from scalar.runtime.secrets import SecretBox, open_env
 from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.store import agents as repo
+from scalar.store.auth import AuditEntry, add_audit
 from scalar.wire.agent import (
     PROTOCOL,
     Assignment,
@@ -48,6 +58,9 @@ INBOX_KIND = "agent"
 TERMINAL_REPORTS = ("exited", "failed_to_start")
 LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
 MAX_LOG_READ_BYTES = 1_000_000
+REMOVED = "removed"  # the lease state of a removed host's agent: its token is refused (410) from then on
+ENDED_NODE_STATES = ("terminated", "failed")
+AUDIT_TENANT = "(system)"  # a node serves every tenant
 
 
 class AgentError(Exception):
@@ -74,6 +87,17 @@ def _model_name(facts: Mapping[str, Any]) -> str | None:
     return str(gpus[0]["model"]) if gpus else None
 
 
+def _fact_version(value: Any, *, cuda: bool = False) -> str | None:
+    """A version the agent reported, or None when it reported none (or, for CUDA, none we can read:
+    an unreadable CUDA version counts as unknown, which the packer accepts; docs/endpoints.md)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if cuda and cuda_major_minor(text) is None:
+        return None
+    return text
+
+
 def incompatible(version: str, protocol: int) -> str | None:
     """Why an agent of this version cannot talk to us, or None."""
     if protocol != PROTOCOL:
@@ -95,12 +119,19 @@ class AgentService:
         self._lock = threading.Lock()
         self._box: SecretBox | None = None
 
+    def store(self) -> Store:
+        return self._store()
+
+    def secret_box(self) -> SecretBox:
+        """The key that opens secret env values (loaded on first use)."""
+        if self._box is None:
+            self._box = SecretBox.load(self.settings.data_dir)
+        return self._box
+
     def _deliverable(self, spec: Mapping[str, Any]) -> Assignment:
         """The stored assignment with its secret env values opened: only the agent's copy carries them
         (the stored spec, the API, logs and the audit log keep them sealed)."""
-        if self._box is None:
-            self._box = SecretBox.load(self.settings.data_dir)
-        return Assignment.model_validate({**spec, "env": open_env(spec.get("env"), self._box)})
+        return Assignment.model_validate({**spec, "env": open_env(spec.get("env"), self.secret_box())})
 
     # ---- join tokens ---------------------------------------------------------------------------------
 
@@ -109,7 +140,15 @@ class AgentService:
         token = "sjt_" + secrets.token_urlsafe(24)
         expires = now + timedelta(seconds=request.ttl_s)
         row = repo.JoinToken(
-            sha256(token), request.provider, request.tier.upper(), request.node_id, now, expires, None, None
+            sha256(token),
+            request.provider,
+            request.tier.upper(),
+            request.node_id,
+            now,
+            expires,
+            None,
+            None,
+            request.price_per_gpu_hour,
         )
         with self._store().write() as tx:
             repo.add_join_token(tx.conn, row)
@@ -119,6 +158,7 @@ class AgentService:
             "tier": row.tier,
             "node_id": row.node_id,
             "expires_at": expires.isoformat(),
+            "price_per_gpu_hour": str(row.price_per_gpu_hour),
         }
 
     # ---- registration --------------------------------------------------------------------------------
@@ -155,7 +195,7 @@ class AgentService:
                 401, "join-token-missing", "registration needs a join token", "pass --join-token TOKEN"
             )
         agent = self._authenticate(conn, request.node_id, request.node_token)
-        kept = {k: agent.facts[k] for k in ("block_id",) if k in agent.facts}
+        kept = {k: agent.facts[k] for k in ("block_id", "removal") if k in agent.facts}
         repo.update_agent(
             conn, agent.node_id, facts={**facts, **kept}, version=request.version, last_seen_at=now
         )
@@ -194,7 +234,9 @@ class AgentService:
         if token.node_id is None:
             block_id = f"byo-{node_id}"
             facts = {**facts, "block_id": block_id}
-            event = self._host_event(node_id, block_id, token.provider, token.tier, facts)
+            event = self._host_event(
+                node_id, block_id, token.provider, token.tier, facts, token.price_per_gpu_hour
+            )
         else:
             event = AgentRegistered("inbox", node_id)
         repo.spend_join_token(conn, token.token_sha256, node_id, now)
@@ -219,7 +261,12 @@ class AgentService:
 
     @staticmethod
     def _host_event(
-        node_id: str, block_id: str, provider: str, tier: str, facts: Mapping[str, Any]
+        node_id: str,
+        block_id: str,
+        provider: str,
+        tier: str,
+        facts: Mapping[str, Any],
+        price_per_gpu_hour: Decimal = Decimal(0),
     ) -> HostRegistered:
         gpus = facts.get("gpus") or []
         model = _model_name(facts)
@@ -238,9 +285,14 @@ class AgentService:
             ram_gb=float(facts.get("ram_gb") or 0.0),
             tier=tier,
             end_time=None if not expires else datetime.fromisoformat(str(expires)),
+            cuda_version=_fact_version(facts.get("cuda_version"), cuda=True),
+            driver_version=_fact_version(facts.get("driver_version")),
+            price_per_gpu_hour=price_per_gpu_hour,
         )
 
-    def _authenticate(self, conn: Any, node_id: str, node_token: str) -> repo.AgentRow:
+    def _authenticate(
+        self, conn: Any, node_id: str, node_token: str, *, allow_removed: bool = False
+    ) -> repo.AgentRow:
         agent = repo.get_agent(conn, node_id)
         if agent is None or not secrets.compare_digest(agent.token_sha256, sha256(node_token)):
             raise AgentError(
@@ -249,54 +301,62 @@ class AgentService:
                 f"unknown node {node_id} or wrong node token",
                 "register again with a new join token (remove the agent's state dir first)",
             )
+        if agent.lease_state == REMOVED and not allow_removed:
+            raise _removed(node_id)
         return agent
 
     # ---- heartbeats ----------------------------------------------------------------------------------
 
     def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:
         now = self.clock()
-        store = self._store()
-        with store.write() as tx:
-            conn = tx.conn
-            agent = self._authenticate(conn, beat.node_id, beat.node_token)
-            repo.update_agent(conn, agent.node_id, last_seen_at=now, last_seq=max(agent.last_seq, beat.seq))
-            if agent.lease_state != "ready" and repo.set_lease_state(
-                conn, agent.node_id, agent.lease_state, "ready"
-            ):
-                self._node_event(
-                    tx,
-                    agent.node_id,
-                    NodeState.READY,
-                    f"its agent called again after {agent.lease_state}: rejoined",
-                    now,
-                )
-            rows = {r.assignment_id: r for r in repo.node_assignments(conn, agent.node_id)}
-            reported = {r.assignment_id: r for r in beat.assignments}
-            cancel: list[str] = []
-            for report in beat.assignments:
-                row = rows.get(report.assignment_id)
-                if row is None:
-                    cancel.append(report.assignment_id)  # not ours (or long gone): stop it
-                    continue
-                self._record_report(tx, row, report, now)
-            desired: list[Assignment] = []
-            for row in rows.values():
-                current = self._is_current(tx, row)
-                if not current and not row.cancel_requested:
-                    repo.update_assignment(conn, row.assignment_id, cancel_requested=True, updated_at=now)
-                seen = reported.get(row.assignment_id)
-                done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
-                if current and not row.cancel_requested:
-                    if not done:
-                        desired.append(self._deliverable(row.spec))
-                elif seen is not None and not done:
-                    cancel.append(row.assignment_id)
+        with self._store().write() as tx:
+            agent = self._authenticate(tx.conn, beat.node_id, beat.node_token)
+            retired = self._retire(tx, agent, now)
+            if not retired:
+                return self._beat(tx, agent, beat, now)
+        raise _removed(beat.node_id)  # after the commit: the agent's token is refused from now on
+
+    def _beat(self, tx: Any, agent: repo.AgentRow, beat: Heartbeat, now: datetime) -> HeartbeatReply:
+        conn = tx.conn
+        repo.update_agent(conn, agent.node_id, last_seen_at=now, last_seq=max(agent.last_seq, beat.seq))
+        if agent.lease_state != "ready" and repo.set_lease_state(
+            conn, agent.node_id, agent.lease_state, "ready"
+        ):
+            self._node_event(
+                tx,
+                agent.node_id,
+                NodeState.READY,
+                f"its agent called again after {agent.lease_state}: rejoined",
+                now,
+            )
+        rows = {r.assignment_id: r for r in repo.node_assignments(conn, agent.node_id)}
+        reported = {r.assignment_id: r for r in beat.assignments}
+        cancel: list[str] = []
+        for report in beat.assignments:
+            row = rows.get(report.assignment_id)
+            if row is None:
+                cancel.append(report.assignment_id)  # not ours (or long gone): stop it
+                continue
+            self._record_report(tx, row, report, now)
+        desired: list[Assignment] = []
+        for row in rows.values():
+            current = self._is_current(tx, row)
+            if not current and not row.cancel_requested:
+                repo.update_assignment(conn, row.assignment_id, cancel_requested=True, updated_at=now)
+            seen = reported.get(row.assignment_id)
+            done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
+            if current and not row.cancel_requested:
+                if not done:
+                    desired.append(self._deliverable(row.spec))
+            elif seen is not None and not done:
+                cancel.append(row.assignment_id)
         return HeartbeatReply(
             seq=beat.seq,
             heartbeat_s=self.settings.agent_heartbeat_s,
             assignments=desired,
             cancel=cancel,
-            drain=agent.drain,
+            # a host being removed starts what was placed on it before (the engine places nothing new)
+            drain=agent.drain and "removal" not in agent.facts,
         )
 
     @staticmethod
@@ -351,13 +411,18 @@ class AgentService:
         with self._store().read() as tx:  # most ticks nobody is late: no write transaction then
             agents = repo.list_agents(tx.conn)
         if not any(
-            (now - max(a.last_seen_at, since)).total_seconds() >= s.agent_suspect_after_s
-            and a.lease_state != "lost"
+            (
+                (now - max(a.last_seen_at, since)).total_seconds() >= s.agent_suspect_after_s
+                and a.lease_state in ("ready", "suspect")
+            )
+            or ("removal" in a.facts and a.lease_state != REMOVED)
             for a in agents
         ):
             return 0
         with self._store().write() as tx:
             for agent in repo.list_agents(tx.conn):
+                if agent.lease_state == REMOVED or self._retire(tx, agent, now):
+                    continue  # a removed host is not lost: its block has ended
                 quiet_s = (now - max(agent.last_seen_at, since)).total_seconds()
                 target = None
                 if quiet_s >= s.agent_lost_after_s and agent.lease_state in ("ready", "suspect"):
@@ -380,6 +445,81 @@ class AgentService:
                 moved += 1
         return moved
 
+    # ---- removing a user-owned host (``scalar node remove``) -------------------------------------------
+
+    def remove_node(self, node_id: str, *, force: bool, actor: str) -> dict[str, Any]:
+        """Drain a user-owned host, then end its block and refuse its agent's token (410, the agent exits).
+
+        Nothing new is placed on it; its jobs finish, or with ``force`` are requeued as when the node is lost.
+        A node Scalar bought is refused (409); an unknown one is 404. Asking again is harmless (and may add
+        ``force``). Audit-logged as ``node.remove``."""
+        now = self.clock()
+        with self._store().write() as tx:
+            conn = tx.conn
+            agent = repo.get_agent(conn, node_id)
+            node = tx.get_projection("nodes", node_id)
+            if agent is None and node is None:
+                raise AgentError(
+                    404, "not-found", f"no node {node_id}", "list nodes with `scalar nodes` (or GET /agents)"
+                )
+            if agent is None or "block_id" not in agent.facts:
+                block = node.data.get("block_id") if node is not None else None
+                raise AgentError(
+                    409,
+                    "node-not-removable",
+                    f"node {node_id} is part of block {block or '?'} that Scalar bought; only a host you added "
+                    "(`scalar node add`, or a join token without --node-id) can be removed",
+                    "release the block instead: Scalar releases a bought block once it is idle "
+                    "([controller].idle_release_s) or at its contract end; cancel its jobs to let it go idle",
+                )
+            block_id = str(agent.facts["block_id"])
+            jobs = [str(j) for j in (node.data.get("jobs") or [])] if node is not None else []
+            state = REMOVED if agent.lease_state == REMOVED else "removing"
+            if state != REMOVED:
+                before = agent.facts.get("removal") or {}
+                removal = {
+                    "requested_at": str(before.get("requested_at") or now.isoformat()),
+                    "force": bool(force or before.get("force")),
+                    "actor": actor,
+                }
+                repo.update_agent(conn, node_id, facts={**agent.facts, "removal": removal}, drain=True)
+                event = HostRemoveRequested("inbox", node_id, force=bool(force), actor=actor)
+                tx.add_inbox(INBOX_KIND, node_id, event_to_dict(event), now=now)
+                data = {"block_id": block_id, "force": bool(force), "jobs": jobs, "provider": agent.provider}
+                add_audit(conn, [AuditEntry(now, AUDIT_TENANT, actor, "node.remove", node_id, data)])
+        then = (
+            "its block has ended and its agent's token is refused"
+            if state == REMOVED
+            else "its jobs are requeued, then its block ends"
+            if force and jobs
+            else "its jobs may finish, then its block ends"
+            if jobs
+            else "its block ends at the next step"
+        )
+        return {
+            "node_id": node_id,
+            "block_id": block_id,
+            "force": bool(force),
+            "state": state,
+            "jobs": jobs,
+            "message": f"node {node_id}: nothing new is placed on it; {then}",
+        }
+
+    def _retire(self, tx: Any, agent: repo.AgentRow, now: datetime) -> bool:
+        """A host being removed whose node has ended: refuse its agent's token from now on (True)."""
+        removal = agent.facts.get("removal")
+        if not removal or agent.lease_state == REMOVED:
+            return False
+        node = tx.get_projection("nodes", agent.node_id)
+        if node is None or node.state not in ENDED_NODE_STATES:
+            return False
+        if not repo.set_lease_state(tx.conn, agent.node_id, agent.lease_state, REMOVED):
+            return False
+        data = {"block_id": agent.facts.get("block_id"), "node_state": node.state}
+        actor = str(removal.get("actor") or "controller")
+        add_audit(tx.conn, [AuditEntry(now, AUDIT_TENANT, actor, "node.removed", agent.node_id, data)])
+        return True
+
     # ---- logs ----------------------------------------------------------------------------------------
 
     def ship_log(self, chunk: LogChunk) -> int:
@@ -391,7 +531,8 @@ class AgentService:
             ) from None
         now = self.clock()
         with self._store().write() as tx:
-            agent = self._authenticate(tx.conn, chunk.node_id, chunk.node_token)
+            # a removed host's agent may still ship the output of what it ran (its last words)
+            agent = self._authenticate(tx.conn, chunk.node_id, chunk.node_token, allow_removed=True)
             row = repo.get_assignment(tx.conn, chunk.assignment_id)
             if row is None or row.node_id != agent.node_id:
                 raise AgentError(
@@ -457,6 +598,16 @@ class AgentService:
             }
             for a in rows
         ]
+
+
+def _removed(node_id: str) -> AgentError:
+    return AgentError(
+        410,
+        "node-removed",
+        f"node {node_id} was removed (`scalar node remove`): its block has ended and its token is revoked",
+        "nothing to do: the agent stops; to add the host again, run `scalar node add` (or a new join token "
+        "with a fresh --state-dir)",
+    )
 
 
 def _outcome(report: AssignmentReport) -> tuple[str | None, str | None]:

@@ -3,7 +3,7 @@
 The job dict is the JSON shape the API and CLI show (``docs/decisions/runtime.md``)::
 
     {id, name, state, reason, reason_code, tier, gpu_count, vram_per_gpu_gb, cpu_cores, ram_gb,
-     expected_duration_sec, priority, gpu_models, share_gpu, submitted_at, started_at, finished_at,
+     expected_duration_sec, priority, gpu_models, cuda_versions, share_gpu, submitted_at, started_at, finished_at,
      placements: [{node_id, gpu_indices}], preemptions}
 """
 
@@ -29,6 +29,7 @@ JOB_FIELDS = (
     "priority",
     "name",
     "gpu_models",
+    "cuda_versions",
     "share_gpu",
     "tenant",
     "endpoint_id",
@@ -76,6 +77,11 @@ def spec_from_fields(
         kwargs["gpu_models"] = (models,)
     elif isinstance(models, list | tuple):
         kwargs["gpu_models"] = tuple(models)
+    versions = kwargs.get("cuda_versions")
+    if isinstance(versions, str):
+        kwargs["cuda_versions"] = (versions,)
+    elif isinstance(versions, list | tuple):
+        kwargs["cuda_versions"] = tuple(versions)
     problems += _command_fields(kwargs)
     if problems:
         return None, problems
@@ -144,6 +150,7 @@ def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | 
         "expected_duration_sec": spec.expected_duration_sec,
         "priority": spec.priority,
         "gpu_models": None if spec.gpu_models is None else list(spec.gpu_models),
+        "cuda_versions": None if spec.cuda_versions is None else list(spec.cuda_versions),
         "share_gpu": spec.share_gpu,
         "submitted_at": _iso(spec.submitted_at),
         "started_at": None,
@@ -174,6 +181,7 @@ def job_dict(rec: JobRecord) -> dict[str, Any]:
         "expected_duration_sec": view.expected_duration_sec,
         "priority": view.priority,
         "gpu_models": None if spec.gpu_models is None else list(spec.gpu_models),
+        "cuda_versions": None if spec.cuda_versions is None else list(spec.cuda_versions),
         "share_gpu": spec.share_gpu,
         "submitted_at": _iso(view.submitted_at),
         "started_at": _iso(view.started_at),

@@ -11,6 +11,8 @@ configured to.
 Which real clients buy (``PURCHASABLE``):
 
 - ``sfcompute``: limit buy orders (``POST /v0/orders`` with ``Idempotency-Key``), cancel of a resting order;
+  with ``[providers.sfcompute] buy_via = "nodes"`` (``nodes_mode``), ``POST /v1/nodes`` with user data that
+  starts the node agent under a join token bound to each node;
 - ``prime``: pods (``POST /pods`` named after the idempotency key, ``DELETE /pods/{id}``).
 
 Price-only (``PRICE_ONLY``, with the reason shown by ``GET /providers``): RunPod (pods are not bought yet;
@@ -26,10 +28,15 @@ from datetime import datetime
 
 from scalar.domain.offers import AWS, AZURE, GCP, PRIME, RUNPOD, SFCOMPUTE
 from scalar.providers.base import Provider, ProviderError
+from scalar.providers.bootstrap import AgentBootstrap
+from scalar.providers.sfcompute import SFComputeProvider
+from scalar.providers.sfcompute.nodes import NodesMode
+from scalar.runtime.agents import AgentService
 from scalar.runtime.feed import Source
 from scalar.runtime.market_view import LiveBook
 from scalar.runtime.prices import LiveOffer, RealProvider
 from scalar.runtime.settings import Settings
+from scalar.wire.agent import JoinTokenRequest
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +143,32 @@ def with_agents(settings: Settings, sellers: Sellers) -> Settings:
     if names == config.agent_providers:
         return settings
     return replace(settings, controller=replace(config, agent_providers=names))
+
+
+def nodes_mode(settings: Settings, sellers: Sellers, agents: AgentService) -> None:
+    """``[providers.sfcompute] buy_via = "nodes"``: the live SFCompute client buys through the nodes API, each
+    node's user data starting the agent with a fresh join token bound to that node (made here: providers
+    do not reach the agent tables). Without a live SFCompute client the setting has nothing to act on."""
+    config = settings.providers.sfcompute
+    if config is None or config.buy_via != "nodes":
+        return
+    client = sellers.live.get(SFCOMPUTE)
+    if not isinstance(client, SFComputeProvider):
+        log.warning(
+            '[providers.sfcompute] buy_via = "nodes" has no effect: no live SFCompute client buys here '
+            "(set SCALAR_SFCOMPUTE_API_KEY)"
+        )
+        return
+
+    def join_token(node_id: str) -> str:
+        request = JoinTokenRequest(provider=SFCOMPUTE, ttl_s=config.join_token_ttl_s, node_id=node_id)
+        return str(agents.create_join_token(request)["token"])
+
+    agent = AgentBootstrap(
+        controller_url=config.controller_url, join_token="", python=config.python, pip_spec=config.pip_spec
+    )
+    client.nodes = NodesMode(join_token, agent, config.image_id, config.zone, config.node_type)
+    sellers.notes[SFCOMPUTE] += "; buys through the nodes API, whose nodes boot the agent"
 
 
 def builtin_only(providers: Mapping[str, Provider], sellers: Sellers | None) -> dict[str, Provider]:

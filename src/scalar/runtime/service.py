@@ -42,13 +42,22 @@ from scalar.runtime import budgets as budgets_mod
 from scalar.runtime import preview as job_preview
 from scalar.runtime import secrets as secrets_mod
 from scalar.runtime import views_market
-from scalar.runtime.agent_backend import AGENT_PROVIDER, AgentBackend
+from scalar.runtime.agent_backend import AGENT_PROVIDER, AgentBackend, AgentNode
 from scalar.runtime.agents import AgentService
 from scalar.runtime.endpoints.service import EndpointService
 from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
+from scalar.runtime.k8s_backend import KubernetesAgents, with_kubernetes_agents
+from scalar.runtime.k8s_pods import KubernetesConfigError
 from scalar.runtime.leader import Leader
-from scalar.runtime.live_sellers import Sellers, builtin_only, choose_sellers, live_books, with_agents
+from scalar.runtime.live_sellers import (
+    Sellers,
+    builtin_only,
+    choose_sellers,
+    live_books,
+    nodes_mode,
+    with_agents,
+)
 from scalar.runtime.market_view import (
     SourcedOffer,
     aggregate_market,
@@ -60,7 +69,7 @@ from scalar.runtime.market_view import (
     sourced,
 )
 from scalar.runtime.prices import LivePrices, RealProvider, real_providers
-from scalar.runtime.settings import Settings
+from scalar.runtime.settings import Settings, SettingsError
 from scalar.runtime.views import ClusterViews
 from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
 from scalar.wire.agent import JoinTokenRequest
@@ -113,6 +122,9 @@ class ControlPlane:
         self.agents = AgentService(lambda: self._opened()[0], settings, clock)  # node agents (docs/agent.md)
         self.sellers: Sellers | None = None  # who sells under each provider name (runtime/live_sellers.py)
         self._endpoints: EndpointService | None = None  # serverless endpoints (runtime/endpoints/)
+        self.kubernetes: KubernetesAgents | None = (
+            None  # [kubernetes]: agents as pods (runtime/k8s_backend.py)
+        )
 
     # ---- lifecycle -----------------------------------------------------------------------------------
 
@@ -130,6 +142,7 @@ class ControlPlane:
                 if self._given_providers is None:
                     # an enabled real provider that can buy replaces the built-in seller of its name
                     self.sellers = choose_sellers(specs, s.providers.enabled)
+                    nodes_mode(s, self.sellers, self.agents)  # [providers.sfcompute] buy_via = "nodes"
                     specs = self.sellers.specs
                     self.settings = s = with_agents(s, self.sellers)  # real nodes run work via the agent
                     market = BuiltinMarket(
@@ -141,6 +154,9 @@ class ControlPlane:
                 else:
                     self.providers = dict(self._given_providers)
                     sources = [Source(n, p.events_since) for n, p in sorted(self.providers.items())]
+                if s.kubernetes is not None:  # bought nodes of these providers get an agent pod
+                    self.settings = s = with_kubernetes_agents(s)
+                    self.kubernetes = self._kubernetes_agents(s, store)
             except BaseException:
                 store.close()
                 raise
@@ -153,6 +169,21 @@ class ControlPlane:
             if self.sellers is not None:
                 self.live.roles = self.sellers.roles()
 
+    def _kubernetes_agents(self, s: Settings, store: Store) -> KubernetesAgents:
+        cfg = s.kubernetes
+        assert cfg is not None
+
+        def join_token(node: AgentNode) -> str:
+            request = JoinTokenRequest(
+                provider=node.provider, tier=node.tier, ttl_s=cfg.join_token_ttl_s, node_id=node.node_id
+            )
+            return str(self.agents.create_join_token(request)["token"])
+
+        try:
+            return KubernetesAgents.for_control_plane(s, lambda: store, join_token)
+        except KubernetesConfigError as err:
+            raise SettingsError("[kubernetes]", str(err)) from None
+
     def start(self) -> None:
         """Open the store (migrating it), the market, and start the leader and executor threads."""
         self.open()
@@ -163,6 +194,15 @@ class ControlPlane:
             threading.Thread(target=self._leader_loop, name="scalar-leader", daemon=True),
             threading.Thread(target=self._executor_loop, name="scalar-executor", daemon=True),
         ]
+        if self.kubernetes is not None:  # only the leader creates and deletes agent pods
+            self._threads.append(
+                threading.Thread(
+                    target=self.kubernetes.run,
+                    args=(self._stop, lambda: self.is_leader),
+                    name="scalar-kubernetes",
+                    daemon=True,
+                )
+            )
         for thread in self._threads:
             thread.start()
         if self.live is not None and self.live.enabled:
@@ -183,6 +223,9 @@ class ControlPlane:
         if self.sellers is not None:
             self.sellers.close()
             self.sellers = None
+        if self.kubernetes is not None:
+            self.kubernetes.close()
+            self.kubernetes = None
         if leader is not None and self.store is not None:
             with leader.lock:
                 if leader.fence is not None:

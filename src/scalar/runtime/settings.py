@@ -65,6 +65,55 @@ class ProvidersSettings:
 
     enabled: tuple[str, ...] = MARKET_PROVIDERS
     market_database_url: str | None = None
+    # [providers.sfcompute]: how the real SFCompute client buys (v0 orders, or the nodes API with the agent)
+    sfcompute: SFComputeBuySettings | None = None
+
+
+@dataclass(frozen=True)
+class SFComputeBuySettings:
+    """``[providers.sfcompute]``: ``buy_via = "nodes"`` buys through SFCompute's nodes API (``POST /v1/nodes``)
+    with cloud-init user data that starts the node agent (docs/providers.md, "SFCompute through the nodes
+    API"); ``"orders"`` (the default) keeps ``POST /v0/orders``. ``controller_url`` is the URL the nodes'
+    agents dial; ``python``/``pip_spec`` tell the bootstrap script how to find or install the agent."""
+
+    buy_via: str = "orders"
+    controller_url: str = ""
+    image_id: str | None = None
+    zone: str | None = None
+    node_type: str = "autoreserved"
+    python: str = "python3"
+    pip_spec: str | None = None
+    join_token_ttl_s: float = 3600.0
+
+
+DEFAULT_AGENT_COMMAND = ("python", "-m", "scalar.agent")
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """``[kubernetes]``: run the node agent of every node bought from ``providers`` as one pod in a
+    Kubernetes namespace (``scalar.runtime.k8s_backend``, docs/agent.md "Kubernetes backend").
+
+    Where the API is: ``kubeconfig`` (a file; ``context`` picks one of its contexts) or ``server`` with the
+    bearer token in the environment variable ``token_env`` (never in the file). ``controller_url`` is the
+    URL the agents dial (reachable from the pods, unlike a loopback bind); ``image`` has Scalar installed
+    and runs ``agent_command``; ``fake_gpus`` (``8xH100-80GB``) sets ``SCALAR_FAKE_GPUS`` in the pod, for
+    clusters without NVIDIA drivers.
+    """
+
+    providers: tuple[str, ...] = ("sfcompute",)
+    namespace: str = "default"
+    kubeconfig: str | None = None
+    context: str | None = None
+    server: str | None = None
+    token_env: str = "SCALAR_KUBERNETES_TOKEN"
+    controller_url: str = ""
+    image: str = ""
+    agent_command: tuple[str, ...] = DEFAULT_AGENT_COMMAND
+    fake_gpus: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    reconcile_s: float = 5.0
+    join_token_ttl_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +151,8 @@ class Settings:
     # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
     # and is refused unless the server binds to loopback only.
     auth_required: bool = True
+    # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
+    kubernetes: KubernetesSettings | None = None
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -166,7 +217,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "lost_after_s": ("agent_lost_after_s", _POSITIVE),
     },
 }
-SECTIONS = (*SCHEMA, "controller", "budgets")
+SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
 
 
@@ -262,6 +313,12 @@ def _from_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
         if section == "budgets":  # [[budgets.limits]]: spend limits, kept in the controller's config
             values["budgets"] = _budgets(body, source)
             continue
+        if section == "kubernetes":  # agents of bought nodes as pods (docs/agent.md)
+            values["kubernetes"] = kubernetes_settings(body, source)
+            continue
+        if section == "providers" and isinstance(body.get("sfcompute"), Mapping):
+            values["sfcompute_buy"] = sfcompute_buy_settings(body["sfcompute"], source)
+            body = {k: v for k, v in body.items() if k != "sfcompute"}
         known = SCHEMA[section]
         for key, value in body.items():
             if key not in known:
@@ -288,6 +345,117 @@ def _budgets(body: Mapping[str, Any], source: str) -> tuple[BudgetLimit, ...]:
         return limits_from_list(body.get("limits", []), "limits")
     except InvalidSpecError as err:
         raise SettingsError(f"[budgets].{err.field}", err.problem, err.hint, source=source) from None
+
+
+_K8S_STRINGS = ("namespace", "kubeconfig", "context", "server", "token_env", "controller_url", "image")
+_K8S_KEYS = (
+    *_K8S_STRINGS,
+    "providers",
+    "agent_command",
+    "fake_gpus",
+    "gpu_resource",
+    "reconcile_s",
+    "join_token_ttl_s",
+)
+
+
+def kubernetes_settings(body: Mapping[str, Any], source: str = CONFIG_NAME) -> KubernetesSettings:
+    """Read and check a ``[kubernetes]`` table; a bad key raises :class:`SettingsError` saying the fix."""
+    values: dict[str, Any] = {}
+    for key, value in body.items():
+        where = f"[kubernetes].{key}"
+        if key not in _K8S_KEYS:
+            raise SettingsError(where, "unknown setting", f"use one of {', '.join(_K8S_KEYS)}", source=source)
+        if key in ("reconcile_s", "join_token_ttl_s"):
+            values[key] = _check(where, _POSITIVE, value, source)
+        elif key == "providers":
+            values[key] = _check(where, _NAMES, value, source)
+        elif key == "agent_command":
+            if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+                raise SettingsError(
+                    where,
+                    f"must be a non-empty list of strings, got {value!r}",
+                    'e.g. ["python", "-m", "scalar.agent"]',
+                    source=source,
+                )
+            values[key] = tuple(value)
+        elif key == "gpu_resource" and value == "":  # request no GPUs (a cluster without the device plugin)
+            values[key] = ""
+        else:
+            values[key] = _check(where, _STRING, value, source)
+    if "fake_gpus" in values:
+        from scalar.agent.facts import FactsError, parse_fake_gpus
+
+        try:
+            parse_fake_gpus(values["fake_gpus"])
+        except FactsError as err:
+            raise SettingsError(
+                "[kubernetes].fake_gpus", str(err), "e.g. 8xH100-80GB", source=source
+            ) from None
+    if ("kubeconfig" in values) == ("server" in values):
+        raise SettingsError(
+            "[kubernetes]",
+            "needs exactly one of kubeconfig and server",
+            "set kubeconfig = PATH, or server = URL with the token in the environment variable token_env",
+            source=source,
+        )
+    for required, example in (
+        ("controller_url", "http://controller.example:8000"),
+        ("image", "registry.example/scalar:0.1.0"),
+    ):
+        if required not in values:
+            raise SettingsError(
+                f"[kubernetes].{required}", "is required", f'e.g. {required} = "{example}"', source=source
+            )
+    if not values["controller_url"].startswith(("http://", "https://")):
+        raise SettingsError(
+            "[kubernetes].controller_url",
+            f"must be an http(s) URL, got {values['controller_url']!r}",
+            "the agents in the pods dial it: use an address they can reach",
+            source=source,
+        )
+    return KubernetesSettings(**values)
+
+
+_SFC_KEYS = (
+    "buy_via",
+    "controller_url",
+    "image_id",
+    "zone",
+    "node_type",
+    "python",
+    "pip_spec",
+    "join_token_ttl_s",
+)
+
+
+def sfcompute_buy_settings(body: Mapping[str, Any], source: str = CONFIG_NAME) -> SFComputeBuySettings:
+    """Read and check ``[providers.sfcompute]``; a bad key raises :class:`SettingsError` saying the fix."""
+    values: dict[str, Any] = {}
+    for key, value in body.items():
+        where = f"[providers.sfcompute].{key}"
+        if key not in _SFC_KEYS:
+            raise SettingsError(where, "unknown setting", f"use one of {', '.join(_SFC_KEYS)}", source=source)
+        kind = _POSITIVE if key == "join_token_ttl_s" else _STRING
+        values[key] = _check(where, kind, value, source)
+    choices = {"buy_via": ("orders", "nodes"), "node_type": ("autoreserved", "reserved")}
+    for key, allowed in choices.items():
+        if key in values and values[key] not in allowed:
+            raise SettingsError(
+                f"[providers.sfcompute].{key}",
+                f"must be one of {', '.join(allowed)}, got {values[key]!r}",
+                source=source,
+            )
+    if values.get("buy_via") == "nodes":
+        url = values.get("controller_url", "")
+        if not url.startswith(("http://", "https://")):
+            raise SettingsError(
+                "[providers.sfcompute].controller_url",
+                'is required with buy_via = "nodes"' if not url else f"must be an http(s) URL, got {url!r}",
+                'the bought nodes\' agents dial it: e.g. controller_url = "https://scalar.example:8000"',
+                source=source,
+            )
+    return SFComputeBuySettings(**values)
 
 
 def _flag_key(name: str) -> tuple[str, str]:
@@ -323,13 +491,14 @@ def load_settings(
         if name not in settable:
             raise SettingsError(name, "unknown setting", source="command line")
         key, kind = _flag_key(name)
-        if name in ("controller", "providers", "holder"):
+        if name in ("controller", "providers", "holder", "kubernetes"):
             values[name] = value
         else:
             values[name] = _check(key, kind, value, "command line")
     providers = ProvidersSettings(
         enabled=values.pop("enabled", MARKET_PROVIDERS),
         market_database_url=values.pop("market_database_url", None) or None,
+        sfcompute=values.pop("sfcompute_buy", None),
     )
     values.setdefault("providers", providers)
     if "data_dir" in values:

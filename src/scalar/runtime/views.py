@@ -449,6 +449,8 @@ def slot_row(
         "ready_at": data.get("ready_at"),
         "idle_since": data.get("idle_since"),
         "gpus": gpus,
+        "cuda_version": data.get("cuda_version"),
+        "driver_version": data.get("driver_version"),
     }
 
 

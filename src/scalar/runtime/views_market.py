@@ -264,8 +264,47 @@ def costs(views: ClusterViews, points: int = 24) -> dict[str, Any]:
         if delivered_total
         else None,
         "by_provider": by_provider,
+        "by_tenant": by_tenant(block_rows, block_costs, node_rows, jobs, now),
         "series": spend_series(block_costs, now, points),
     }
+
+
+def by_tenant(
+    block_rows: list[Any], block_costs: list[BlockCost], node_rows: list[Any], jobs: list[Any], now: datetime
+) -> list[dict[str, Any]]:
+    """Each contract's accrued cost split between tenants by the GPU-seconds their jobs held on its nodes
+    (GPU-seconds past what the contract paid for are scaled down, so no dollar is attributed twice); what
+    no job held is the contract's idle cost, reported in the totals, not charged to any tenant."""
+    block_of_node = {r.id: str(r.data.get("block_id")) for r in node_rows}
+    cost_of_block = {r.id: c for r, c in zip(block_rows, block_costs, strict=True)}
+    held: dict[str, dict[str, Decimal]] = {}  # block -> tenant -> GPU-seconds
+    for j in jobs:
+        started = parse_time(j.data.get("started_at"))
+        ended = parse_time(j.data.get("finished_at")) or now
+        if started is None or ended <= started:
+            continue
+        seconds = exact_seconds(ended - started)
+        tenant = str(j.data.get("tenant") or "default")
+        for p in j.data.get("placements", []):
+            block = block_of_node.get(p.get("node_id"))
+            if block is None or block not in cost_of_block:
+                continue
+            per = held.setdefault(block, {})
+            per[tenant] = per.get(tenant, Decimal(0)) + seconds * len(p.get("gpu_indices", []))
+    gpu_s: dict[str, Decimal] = {}
+    cost: dict[str, Decimal] = {}
+    for block, per in held.items():
+        c = cost_of_block[block]
+        paid_s = c.held_s * c.gpus
+        used_s = sum(per.values(), Decimal(0))
+        scale = paid_s / used_s if used_s > paid_s and used_s else Decimal(1)
+        for tenant, s in per.items():
+            share = s * scale
+            gpu_s[tenant] = gpu_s.get(tenant, Decimal(0)) + share
+            cost[tenant] = cost.get(tenant, Decimal(0)) + (
+                c.accrued * share / paid_s if paid_s else Decimal(0)
+            )
+    return [{"tenant": t, "gpu_hours": money(gpu_s[t] / HOUR), "cost": money(cost[t])} for t in sorted(gpu_s)]
 
 
 def spend_series(block_costs: list[BlockCost], now: datetime, points: int) -> list[dict[str, Any]]:

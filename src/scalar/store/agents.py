@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -26,6 +27,7 @@ class JoinToken:
     expires_at: datetime
     used_at: datetime | None
     used_by: str | None
+    price_per_gpu_hour: Decimal = Decimal(0)  # a user-owned host's block price (NULL before 0008: 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ def add_join_token(conn: Connection, token: JoinToken) -> None:
             expires_at=token.expires_at,
             used_at=None,
             used_by=None,
+            price_per_gpu_hour=token.price_per_gpu_hour,
         )
     )
 
@@ -90,6 +93,7 @@ def get_join_token(conn: Connection, token_sha256: str) -> JoinToken | None:
         row.expires_at,
         row.used_at,
         row.used_by,
+        Decimal(0) if row.price_per_gpu_hour is None else row.price_per_gpu_hour,
     )
 
 

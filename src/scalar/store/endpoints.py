@@ -40,15 +40,33 @@ def get_endpoint(conn: Connection, endpoint_id: str) -> dict[str, Any] | None:
     return None if row is None else _dict(row)
 
 
-def find_active_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
-    row = conn.execute(select(endpoints).where(endpoints.c.name == name, endpoints.c.state == ACTIVE)).first()
+def find_active_by_name(conn: Connection, name: str, *, tenant: str | None = None) -> dict[str, Any] | None:
+    """The active endpoint called ``name`` (of ``tenant``, when given: names are unique per tenant)."""
+    query = select(endpoints).where(endpoints.c.name == name, endpoints.c.state == ACTIVE)
+    if tenant is not None:
+        query = query.where(endpoints.c.tenant == tenant)
+    row = conn.execute(query).first()
     return None if row is None else _dict(row)
 
 
-def list_endpoints(conn: Connection, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+def list_endpoints(
+    conn: Connection,
+    *,
+    include_deleted: bool = False,
+    tenant: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Endpoints in creation order; only ``tenant``'s when given; a page of ``limit`` from ``offset``."""
     query = select(endpoints).order_by(endpoints.c.created_at, endpoints.c.id)
     if not include_deleted:
         query = query.where(endpoints.c.state == ACTIVE)
+    if tenant is not None:
+        query = query.where(endpoints.c.tenant == tenant)
+    if limit is not None:
+        query = query.limit(limit)
+    if offset:
+        query = query.offset(offset)
     return [_dict(r) for r in conn.execute(query)]
 
 

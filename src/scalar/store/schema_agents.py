@@ -2,7 +2,8 @@
 
 - ``agent_join_tokens``: one-time tokens an agent registers with. Only the SHA-256 of the token is kept. A
   token without ``node_id`` registers a user-owned host (a fixed-capacity block of ``provider``); with one,
-  it attaches the agent to that node Scalar bought. ``used_at`` set: spent.
+  it attaches the agent to that node Scalar bought. ``used_at`` set: spent. ``price_per_gpu_hour`` (0008):
+  what the user-owned host's block is recorded at (NULL, as before 0008: 0).
 - ``agents``: one row per registered agent (its node), the hash of its node token, its host facts, and its
   heartbeat lease: ``last_seen_at``, ``last_seq`` and ``lease_state`` (``ready``, ``suspect``, ``lost``).
 - ``agent_assignments``: what an agent must run: one row per attempt of a job on a node
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, LargeBinary, String, Table
 
-from scalar.store.coltypes import JSONDocument, UTCDateTime
+from scalar.store.coltypes import ExactDecimal, JSONDocument, UTCDateTime
 from scalar.store.schema import BigId, metadata
 
 LEASE_STATES = ("ready", "suspect", "lost")
@@ -32,6 +33,7 @@ agent_join_tokens = Table(
     Column("expires_at", UTCDateTime(), nullable=False),
     Column("used_at", UTCDateTime(), nullable=True),
     Column("used_by", String(200), nullable=True),
+    Column("price_per_gpu_hour", ExactDecimal(), nullable=True),
 )
 
 agents = Table(

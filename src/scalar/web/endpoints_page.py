@@ -25,6 +25,7 @@ def endpoint_rows(endpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "id": e.get("id"),
                 "name": e.get("name"),
+                "tenant": e.get("tenant") or "default",
                 "target": e.get("target"),
                 "scaler": f"{e['spec'].get('scalerType')} {e['spec'].get('scalerValue')}"
                 if e.get("spec")

@@ -8,9 +8,10 @@ token (or, from a restarted agent, its node id and token).
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 PROTOCOL = 1
 """Bumped on any incompatible change; the controller refuses an agent with another protocol."""
@@ -24,6 +25,7 @@ MAX_ASSIGNMENTS = 10_000
 MAX_PID = 2**31
 MAX_COUNTER = 2**62
 MAX_SHORT = 200
+MAX_BYO_PRICE_PER_GPU_HOUR = Decimal(1000)  # USD per GPU-hour a user-owned host may be priced at
 
 AssignmentStateName = Literal["starting", "running", "exited", "failed_to_start"]
 
@@ -142,6 +144,23 @@ class JoinTokenRequest(_Model):
     tier: str = Field(default="FAST", pattern="^(FAST|FLEX|fast|flex)$")
     ttl_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
     node_id: str | None = Field(default=None, max_length=200)
+    price_per_gpu_hour: Decimal = Field(
+        default=Decimal(0),
+        ge=0,
+        le=MAX_BYO_PRICE_PER_GPU_HOUR,
+        allow_inf_nan=False,
+        description="USD per GPU-hour the user-owned host's block is recorded at (costs, the packer's "
+        "price preference); only without node_id",
+    )
+
+    @model_validator(mode="after")
+    def _price_only_for_own_hosts(self) -> JoinTokenRequest:
+        if self.node_id is not None and self.price_per_gpu_hour != 0:
+            raise ValueError(
+                "price_per_gpu_hour is for a user-owned host (no node_id): a bought node has its "
+                "block's price; drop one of them"
+            )
+        return self
 
 
 class JoinTokenOut(_Model):
@@ -150,6 +169,23 @@ class JoinTokenOut(_Model):
     tier: str
     node_id: str | None
     expires_at: datetime
+    price_per_gpu_hour: Decimal = Decimal(0)
+
+
+class NodeRemoveRequest(_Model):
+    force: bool = Field(
+        default=False,
+        description="requeue the node's running jobs now (as when it is lost) instead of letting them finish",
+    )
+
+
+class NodeRemoveOut(_Model):
+    node_id: str
+    block_id: str
+    force: bool
+    state: Literal["removing", "removed"]
+    jobs: list[str]
+    message: str
 
 
 class JobLogsOut(_Model):

@@ -13,9 +13,18 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
 
 from scalar.domain.endpoints import EndpointKind, ServerlessEndpoint, endpoint_class
 from scalar.domain.errors import InvalidSpecError
@@ -23,6 +32,20 @@ from scalar.domain.errors import InvalidSpecError
 HANDLER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 LOCAL_HANDLER_IMAGE = "scalar/python-handler:local"
 """The image of an endpoint given only a Python ``handler``: the handler runs in a local subprocess."""
+
+# Upper bounds of the spec's numbers, strings and lists (issue 8: no absurd values). The lower bounds and
+# every other rule live in scalar.domain.endpoints. docs/formats/endpoint.md lists them.
+MAX_WORKERS = 1000
+MAX_SCALER_VALUE = 100_000
+MAX_GPU_COUNT = 64
+MAX_IDLE_TIMEOUT_S = 7 * 24 * 3600
+MAX_EXECUTION_TIMEOUT_MS = MAX_IDLE_TIMEOUT_S * 1000
+MAX_TEXT = 1000
+MAX_ITEMS = 64
+MAX_HANDLER_LENGTH = 200  # the endpoints.handler column
+
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+Short = Annotated[StrictStr, Field(max_length=MAX_ITEMS)]
 
 # Fields a RunPod ``saveEndpoint`` response carries that say nothing about what the endpoint may run.
 IGNORED_API_FIELDS = frozenset(
@@ -47,7 +70,7 @@ class TemplateSpec(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    imageName: StrictStr | None = None
+    imageName: Text | None = None
 
 
 class EndpointSpecFile(BaseModel):
@@ -55,24 +78,44 @@ class EndpointSpecFile(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    kind: StrictStr | None = None
+    kind: Short | None = None
     live: StrictBool | None = None
-    name: StrictStr | None = None
-    imageName: StrictStr | None = None
+    name: Short | None = Field(default=None, description="1-64 letters, digits, '.', '_', '-'")
+    imageName: Text | None = None
     template: TemplateSpec | None = None
-    gpus: list[StrictStr] | None = None
-    gpuIds: StrictStr | None = None
-    cudaVersions: list[StrictStr | StrictFloat | StrictInt] | None = None
-    allowedCudaVersions: StrictStr | None = None
-    workersMin: StrictInt | None = None
-    workersMax: StrictInt | None = None
-    scalerType: StrictStr | None = None
-    scalerValue: StrictInt | None = None
-    gpuCount: StrictInt | None = None
-    idleTimeout: StrictInt | None = None
-    executionTimeoutMs: StrictInt | None = None
-    locations: StrictStr | list[StrictStr] | None = None
-    handler: StrictStr | None = None
+    gpus: list[Short] | None = Field(default=None, max_length=MAX_ITEMS)
+    gpuIds: Text | None = None
+    cudaVersions: list[Short | StrictFloat | StrictInt] | None = Field(default=None, max_length=MAX_ITEMS)
+    allowedCudaVersions: Text | None = None
+    workersMin: StrictInt | None = Field(default=None, le=MAX_WORKERS)
+    workersMax: StrictInt | None = Field(default=None, le=MAX_WORKERS)
+    scalerType: Short | None = None
+    scalerValue: StrictInt | None = Field(default=None, le=MAX_SCALER_VALUE)
+    gpuCount: StrictInt | None = Field(default=None, le=MAX_GPU_COUNT)
+    idleTimeout: StrictInt | None = Field(default=None, le=MAX_IDLE_TIMEOUT_S, description="seconds")
+    executionTimeoutMs: StrictInt | None = Field(default=None, le=MAX_EXECUTION_TIMEOUT_MS)
+    locations: str | list[str] | None = None
+    handler: Annotated[StrictStr, Field(max_length=MAX_HANDLER_LENGTH)] | None = Field(
+        default=None, description="module:function, run by a local worker (docs/formats/endpoint.md)"
+    )
+
+    @field_validator("locations", mode="before")
+    @classmethod
+    def _bounded_locations(cls, value: Any) -> Any:
+        """A comma string of at most ``MAX_TEXT`` characters, or a list of at most ``MAX_ITEMS`` ids."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT:
+                raise ValueError(f"must be at most {MAX_TEXT} characters")
+            return value
+        if isinstance(value, list):
+            if len(value) > MAX_ITEMS:
+                raise ValueError(f"must have at most {MAX_ITEMS} items")
+            if not all(isinstance(v, str) and len(v) <= MAX_ITEMS for v in value):
+                raise ValueError(f"every item must be a data-center id of at most {MAX_ITEMS} characters")
+            return value
+        raise ValueError('must be a comma string ("EU-RO-1,US-TX-3") or a list of strings')
 
     def handler_ref(self) -> str | None:
         """The local handler, ``module:function`` (checked), or ``None``."""

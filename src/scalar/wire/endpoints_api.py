@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+from scalar.wire.jobs import ProblemDetails
+
+MAX_ID_LENGTH = 64
+"""Endpoint, request and worker ids are at most this long (the store's id columns)."""
+MAX_WORKERS_SHOWN = 1000
+"""``GET /endpoints/{id}`` shows at most this many active workers (``workers_limit``)."""
+MAX_POLICY_MS = 7 * 24 * 3600 * 1000
+"""RunPod's longest ``policy.executionTimeout`` and ``policy.ttl``: 7 days, in milliseconds."""
+MAX_WEBHOOK_LENGTH = 2048
 
 
 class WorkerOut(BaseModel):
@@ -33,11 +43,14 @@ class EndpointOut(BaseModel):
 
     id: str
     name: str
+    tenant: str = Field(description="the tenant that created it; only that tenant (and admins) see it")
     state: str
     target: str = Field(description="builtin (modeled service time), local (Python handler) or runpod")
     handler: str | None = None
     spec: dict[str, Any]
-    workers: list[WorkerOut]
+    workers: list[WorkerOut] = Field(description="active workers, oldest first, at most workers_limit")
+    workers_count: int = Field(description="how many active workers there are in all")
+    workers_truncated: bool = Field(description="true when workers shows only the first workers_limit")
     health: dict[str, Any]
     latency_ms: dict[str, Any]
     cost: dict[str, Any]
@@ -48,6 +61,8 @@ class EndpointOut(BaseModel):
 class EndpointListOut(BaseModel):
     endpoints: list[EndpointOut]
     count: int
+    limit: int
+    offset: int
 
 
 class LogLineOut(BaseModel):
@@ -62,12 +77,37 @@ class EndpointLogsOut(BaseModel):
     lines: list[LogLineOut]
 
 
+class RunPolicy(BaseModel):
+    """RunPod's execution policy. Checked (bounded, finite) but not acted on: a request's time limit is
+    the endpoint's ``executionTimeoutMs``; queued requests do not expire."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executionTimeout: StrictInt | None = Field(
+        None, ge=1, le=MAX_POLICY_MS, description="milliseconds, at most 7 days"
+    )
+    ttl: StrictInt | None = Field(None, ge=1, le=MAX_POLICY_MS, description="milliseconds, at most 7 days")
+    lowPriority: StrictBool | None = None
+
+
 class RunRequest(BaseModel):
-    """RunPod's request body: ``{"input": {...}}`` (``webhook`` and ``policy`` are accepted and ignored)."""
+    """RunPod's request body: ``{"input": {...}}``; ``webhook``, ``policy`` and ``s3Config`` are checked and
+    otherwise ignored (docs/endpoints.md). Any other field is refused, naming it."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
-    input: Any = Field(description="passed to the handler as job['input']")
+    input: Any = Field(description="passed to the handler as job['input']; any JSON value")
+    webhook: str | None = Field(
+        None, min_length=1, max_length=MAX_WEBHOOK_LENGTH, pattern=r"^https?://\S+$", description="not called"
+    )
+    policy: RunPolicy | None = None
+    s3Config: dict[str, str] | None = Field(None, max_length=16, description="accepted and ignored")
+
+
+class RunPodProblem(ProblemDetails):
+    """An error of the ``/v2`` data plane: a problem document that also carries RunPod's ``error``."""
+
+    error: str = Field(description="the detail, under the key RunPod clients read")
 
 
 class RunAccepted(BaseModel):

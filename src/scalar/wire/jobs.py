@@ -1,7 +1,8 @@
 """Jobs on the wire: the POST /jobs body, the job the API returns, and RFC 9457 problem details.
 
 ``JobSubmission`` is the body of ``POST /jobs`` (and the JOB.json that ``scalar submit --file`` reads): seed
-001's job fields plus an optional ``name``, ``gpu_models`` and ``share_gpu``. Unknown keys are refused, so a
+001's job fields plus an optional ``name``, ``gpu_models`` (an ordered preference), ``cuda_versions`` and
+``share_gpu``. Unknown keys are refused, so a
 typo (``gpus``) is named instead of silently ignored. Bounds are generous but finite, so no value the schema
 accepts can overflow a database column or a clock.
 
@@ -13,12 +14,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -54,6 +57,8 @@ MAX_PRIORITY = 1_000_000_000
 MAX_NAME_LENGTH = 200
 MAX_GPU_MODELS = 32
 MAX_GPU_MODEL_LENGTH = 64
+MAX_CUDA_VERSIONS = 16
+CUDA_VERSION_PATTERN = re.compile(r"^\d{1,3}\.\d{1,3}$")
 
 DEFAULT_DURATION_SEC = 3600.0
 
@@ -70,8 +75,12 @@ FIELD_FIXES: dict[str, str] = {
     "priority": f"give a whole number from -{MAX_PRIORITY} to {MAX_PRIORITY}; higher runs first",
     "name": f"give a label of 1 to {MAX_NAME_LENGTH} printable characters, or leave it out",
     "gpu_models": (
-        f'list 1 to {MAX_GPU_MODELS} accepted GPU model names (e.g. ["H100", "H200"]), or leave it out '
-        "to accept any model"
+        f'list 1 to {MAX_GPU_MODELS} accepted GPU model names, most preferred first (e.g. ["H200", "H100"]), '
+        "or leave it out to accept any model"
+    ),
+    "cuda_versions": (
+        f'list 1 to {MAX_CUDA_VERSIONS} CUDA versions written MAJOR.MINOR (e.g. ["12.4", "12.8"]), or leave it '
+        "out to accept any"
     ),
     "share_gpu": "give true to let the job share a GPU with others, or false",
 }
@@ -94,6 +103,18 @@ def _printable(value: str, what: str) -> str:
 
 
 TierName = Annotated[Literal["FAST", "FLEX"], BeforeValidator(_upper)]
+
+
+def _cuda_version(value: str) -> str:
+    text = value.strip()
+    if not CUDA_VERSION_PATTERN.match(text):
+        raise ValueError(f'{value!r} is not a CUDA version; write MAJOR.MINOR, e.g. "12.4"')
+    return text
+
+
+CudaVersionText = Annotated[
+    str, Field(min_length=1, max_length=16, strict=True), AfterValidator(_cuda_version)
+]
 
 
 # ------------------------------------------------------------------------------------------------ input
@@ -168,7 +189,15 @@ class JobSubmission(BaseModel):
         default=None,
         min_length=1,
         max_length=MAX_GPU_MODELS,
-        description='accepted GPU models, e.g. ["H100", "H200"]; leave out to accept any',
+        description='accepted GPU models, most preferred first, e.g. ["H200", "H100"]; leave out to accept '
+        "any. Among the nodes that fit, the packer takes the earliest model, then the lowest $/GPU-hour",
+    )
+    cuda_versions: list[CudaVersionText] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CUDA_VERSIONS,
+        description='CUDA versions the job accepts, e.g. ["12.4", "12.8"] (exact major.minor; a node of '
+        "unknown CUDA version is accepted); leave out to accept any",
     )
     share_gpu: StrictBool = Field(default=False, description="may share a GPU with other jobs")
     command: list[Annotated[str, Field(max_length=MAX_ARG_LENGTH, strict=True)]] | None = Field(
@@ -208,7 +237,7 @@ class JobSubmission(BaseModel):
     def to_fields(self) -> dict[str, Any]:
         """The plain dict ``ControlPlane.submit_job`` takes (optional fields left out when unset)."""
         out = self.model_dump()
-        for key in ("name", "gpu_models", "command", "env", "workdir"):
+        for key in ("name", "gpu_models", "cuda_versions", "command", "env", "workdir"):
             if out.get(key) is None:
                 out.pop(key, None)
         return out
@@ -238,6 +267,7 @@ class JobOut(BaseModel):
     expected_duration_sec: float = DEFAULT_DURATION_SEC
     priority: int = 0
     gpu_models: list[str] | None = None
+    cuda_versions: list[str] | None = None
     share_gpu: bool = False
     submitted_at: datetime | None = None
     started_at: datetime | None = None

@@ -120,6 +120,10 @@ class NodeSlotsOut(BaseModel):
     ready_at: str | None
     idle_since: str | None
     gpus: list[GpuSlotOut]
+    cuda_version: str | None = Field(
+        default=None, description='CUDA the node supports ("12.8"); null: unknown'
+    )
+    driver_version: str | None = None
 
 
 class NodeTotalsOut(BaseModel):
@@ -287,6 +291,14 @@ class SpendPointOut(BaseModel):
     by_provider: dict[str, Money]
 
 
+class TenantCostOut(BaseModel):
+    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost."""
+
+    tenant: str
+    gpu_hours: str
+    cost: Money
+
+
 class CostsOut(BaseModel):
     at: str | None
     currency: str
@@ -298,6 +310,7 @@ class CostsOut(BaseModel):
     idle_cost: Money
     cost_per_delivered_gpu_hour: Money | None
     by_provider: list[ProviderCostOut]
+    by_tenant: list[TenantCostOut] = []
     series: list[SpendPointOut]
 
 

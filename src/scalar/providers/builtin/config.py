@@ -15,6 +15,11 @@ from scalar.domain.offers import AWS, AZURE, GCP, KNOWN_PROVIDERS, PRIME, RUNPOD
 HOURS_PER_MONTH = 730.0  # 365 * 24 / 12: the month the Spot Advisor's "per month" rates refer to
 MAX_CONTRACT_S = 720 * 3600  # SFCompute-style contracts run from 1 hour to 1 month (30 days)
 MIN_CONTRACT_S = 3600
+# Every node the built-in market sells runs this driver, and so supports this CUDA version (the newest of
+# seed 004's versions; driver 570.86 is NVIDIA's first with CUDA 12.8). Offers publish it and grants carry
+# it, so a job or endpoint that lists cudaVersions is placed on them only when 12.8 is among its versions.
+BUILTIN_CUDA_VERSION = "12.8"
+BUILTIN_DRIVER_VERSION = "570.86"
 
 
 class MarketConfigError(DomainError, ValueError):

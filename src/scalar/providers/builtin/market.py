@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -24,7 +25,13 @@ from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.base import Book, Provider, ProviderError
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import US_PER_HOUR, US_PER_S, describe_duration, market_hour_us, to_us
-from scalar.providers.builtin.config import BOOK_SHAPES, MARKET_PROVIDERS, MarketConfig, MarketConfigError
+from scalar.providers.builtin.config import (
+    BOOK_SHAPES,
+    BUILTIN_CUDA_VERSION,
+    MARKET_PROVIDERS,
+    MarketConfig,
+    MarketConfigError,
+)
 from scalar.providers.builtin.database import create_market_tables, is_busy, locked, market_engine
 from scalar.providers.builtin.fixed import price_list
 from scalar.providers.builtin.lifecycle import (
@@ -147,7 +154,10 @@ class BuiltinMarket:
                 offers.extend(self._book_offers(now, now_us))
             else:
                 offers.extend(
-                    price_list(self.catalog, name, self.seed, hour, self.config.spot_price_drift).stamped(now)
+                    replace(offer, cuda_version=BUILTIN_CUDA_VERSION)
+                    for offer in price_list(
+                        self.catalog, name, self.seed, hour, self.config.spot_price_drift
+                    ).stamped(now)
                 )
         return tuple(offers)
 
@@ -171,6 +181,7 @@ class BuiltinMarket:
                         memory_gb=shape.ram_per_node_gb,
                         spot=False,
                         observed_at=now,
+                        cuda_version=BUILTIN_CUDA_VERSION,
                     )
                 )
         return offers

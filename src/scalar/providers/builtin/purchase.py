@@ -28,6 +28,8 @@ from scalar.providers.builtin.clock import (
 )
 from scalar.providers.builtin.config import (
     BOOK_SHAPES,
+    BUILTIN_CUDA_VERSION,
+    BUILTIN_DRIVER_VERSION,
     MAX_CONTRACT_S,
     MIN_CONTRACT_S,
     MarketConfig,
@@ -349,6 +351,8 @@ def _create_block(
         node_ids=node_ids,
         spot=grant.spot,
         region=grant.region,
+        cuda_version=BUILTIN_CUDA_VERSION,
+        driver_version=BUILTIN_DRIVER_VERSION,
     )
 
 

@@ -11,6 +11,7 @@ from scalar.domain.market import BlockGrant, CapacityRequest, Order, OrderState
 from scalar.domain.tier import Tier
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import from_us
+from scalar.providers.builtin.config import BUILTIN_CUDA_VERSION, BUILTIN_DRIVER_VERSION
 
 
 def request_values(request: CapacityRequest) -> dict[str, Any]:
@@ -62,6 +63,8 @@ def block_from_rows(block: Any, node_ids: tuple[str, ...]) -> BlockGrant:
         node_ids=node_ids,
         spot=bool(block.spot),
         region=block.region,
+        cuda_version=BUILTIN_CUDA_VERSION,
+        driver_version=BUILTIN_DRIVER_VERSION,
     )
 
 

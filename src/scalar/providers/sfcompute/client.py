@@ -13,6 +13,10 @@ with the same key cannot buy twice. ``get_order(key)`` needs the order id: this 
 map in memory, and after a restart looks the key up in the order listing (which finds it only where the
 API echoes ``idempotency_key``; the published listing does not, so the runtime's retry of ``buy`` with the
 same key, deduplicated by SFCompute, is what finds the order again).
+
+With ``nodes`` set (``[providers.sfcompute] buy_via = "nodes"``), ``buy`` goes through the nodes API instead
+(``scalar.providers.sfcompute.nodes``): ``POST /v1/nodes`` per node, with cloud-init user data that starts
+Scalar's agent under a join token bound to that node.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from scalar.domain.market import (
+    BlockGrant,
     CapacityRequest,
     NodeEvent,
     NodeState,
@@ -37,6 +42,14 @@ from scalar.providers.config import ProviderSettings, settings_from_env
 from scalar.providers.eventlog import EventLog
 from scalar.providers.http import HttpClient, HttpStatusError, RetryPolicy
 from scalar.providers.payload import DEFAULT_MAX_PAGES, Fields, collect_pages
+from scalar.providers.sfcompute.nodes import (
+    NODES_PATH,
+    NodesMode,
+    block_id_for,
+    cents_per_node_hour,
+    create_body,
+    created_node_id,
+)
 from scalar.providers.sfcompute.orders import node_ids, request_of, to_order
 from scalar.providers.sfcompute.pricing import (
     GPUS_PER_NODE,
@@ -82,6 +95,7 @@ class SFComputeProvider:
         book_depth: int = 20,
         ioc: bool = False,
         tickers: Mapping[str, str] | None = None,
+        nodes: NodesMode | None = None,
     ) -> None:
         if book_window_hours < 1:
             raise ValueError(f"book_window_hours must be at least 1, got {book_window_hours}")
@@ -107,6 +121,8 @@ class SFComputeProvider:
         self._lock = threading.Lock()
         self._placed: dict[str, tuple[str, CapacityRequest]] = {}  # idempotency key -> (order id, request)
         self._events = EventLog()
+        self.nodes = nodes  # None: buy through v0 orders; else through the nodes API (boots the agent)
+        self._node_blocks: dict[str, Order] = {}  # idempotency key -> the filled nodes-API block
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **kwargs: Any) -> SFComputeProvider:
@@ -315,6 +331,8 @@ class SFComputeProvider:
                 f"SFCompute nodes have {GPUS_PER_NODE} GPUs; the request asks for {request.gpus_per_node}",
                 retryable=False,
             )
+        if self.nodes is not None:
+            return self._buy_nodes(self.nodes, request, idempotency_key, shape, now)
         with self._lock:
             placed = self._placed.get(idempotency_key)
         if placed is not None:
@@ -376,8 +394,65 @@ class SFComputeProvider:
                 return to_order(full, idempotency_key, request)
         return Order(order_id=order_id, idempotency_key=idempotency_key, state=state, request=request)
 
+    def _buy_nodes(
+        self, mode: NodesMode, request: CapacityRequest, key: str, shape: Shape, now: datetime
+    ) -> Order:
+        """``POST /v1/nodes`` once per node (``Idempotency-Key`` = ``<key>:n<i>``, so a retried buy creates
+        none twice), each with user data starting the agent under a join token bound to that node id. The
+        block is filled once every node is created, priced at the cap; its nodes become READY when their
+        agents register (the runtime holds them INITIALIZING until then)."""
+        with self._lock:
+            done = self._node_blocks.get(key)
+        if done is not None:
+            return done
+        start, end = order_window(now, request.duration_s)
+        hours = Decimal(int((end - start).total_seconds())) / SECONDS_PER_HOUR
+        if request.limit_price_per_gpu_hour is not None:
+            cap = cents_per_node_hour(request.limit_price_per_gpu_hour)
+        else:
+            quote = self.quote(shape.instance_type, request.node_count, int(hours * SECONDS_PER_HOUR), now)
+            if quote.total_cents is None:
+                return Order(
+                    order_id="",
+                    idempotency_key=key,
+                    state=OrderState.REJECTED,
+                    request=request,
+                    reason=f"SFCompute has no quote for {request.node_count}x{shape.instance_type} now "
+                    f"({quote.no_quote_reason or 'no reason given'}); no node was bought",
+                )
+            per_node_hour = Decimal(quote.total_cents) / request.node_count / hours
+            cap = int(per_node_hour.to_integral_value(rounding=ROUND_CEILING))
+        block_id = block_id_for(key)
+        ids = node_ids(block_id, request.node_count)
+        for i, node_id in enumerate(ids):
+            body = create_body(mode, node_id, cap, start, end, mode.join_token(node_id))
+            payload = self.http.post_json(NODES_PATH, body, headers={"Idempotency-Key": f"{key}:n{i}"})
+            created_node_id(self.name, payload, node_id)
+        grant = BlockGrant(
+            block_id=block_id,
+            provider=SFCOMPUTE,
+            instance_type=shape.instance_type,
+            gpu_model=shape.gpu_model,
+            gpus_per_node=GPUS_PER_NODE,
+            vram_per_gpu_gb=shape.vram_per_gpu_gb,
+            cpu_per_node=shape.cpu_per_node,
+            ram_per_node_gb=shape.ram_per_node_gb,
+            start_time=start,
+            end_time=end,
+            price_per_gpu_hour=Decimal(cap) / 100 / GPUS_PER_NODE,
+            node_ids=ids,
+            spot=False,
+            region=mode.zone or shape.region,
+        )
+        order = Order(block_id, key, OrderState.FILLED, request, block=grant)
+        with self._lock:
+            self._node_blocks[key] = order
+        return order
+
     def get_order(self, idempotency_key: str, now: datetime) -> Order | None:
         with self._lock:
+            if idempotency_key in self._node_blocks:
+                return self._node_blocks[idempotency_key]
             placed = self._placed.get(idempotency_key)
         if placed is not None:
             order_id, request = placed
@@ -392,6 +467,17 @@ class SFComputeProvider:
 
     def release(self, block_id: str, now: datetime) -> None:
         """Cancel the order ``block_id`` if it still rests on the book; a filled one cannot be released."""
+        with self._lock:
+            bought = [o.block for o in self._node_blocks.values() if o.order_id == block_id]
+        if bought and bought[0] is not None and bought[0].end_time > now:
+            raise ProviderError(
+                self.name,
+                f"block {block_id} was bought through the nodes API, which Scalar does not end early; its "
+                f"nodes run until {iso_z(bought[0].end_time)}",
+                retryable=False,
+            )
+        if bought:
+            return
         order = self.fetch_order(block_id)
         if order is None:
             raise ProviderError(self.name, f"SFCompute knows no order {block_id!r}", retryable=False)
@@ -416,6 +502,16 @@ class SFComputeProvider:
         """
         with self._lock:
             placed = list(self._placed.values())
+            node_blocks = [o.block for o in self._node_blocks.values() if o.block is not None]
+        for grant in node_blocks:  # nodes-API blocks: READY from their start, TERMINATED at their end
+            if grant.end_time <= now:
+                state, why = NodeState.TERMINATED, f"contract ended at {iso_z(grant.end_time)}"
+            elif grant.start_time <= now:
+                state, why = NodeState.READY, f"contract started at {iso_z(grant.start_time)}"
+            else:
+                continue
+            for node in grant.node_ids:
+                self._events.observe(node, grant.block_id, state, now, f"SFCompute nodes API: {why}")
         for order_id, _request in placed:
             ids = node_ids(order_id, 1)
             if self._events.state(ids[0]) is NodeState.TERMINATED:

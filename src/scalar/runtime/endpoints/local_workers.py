@@ -3,6 +3,8 @@
 ``LocalWorkers.start(worker_id, handler, request_id, job)`` sends one request to the worker's process
 (starting the process on first use) from a background thread; ``finished()`` hands back the answers that
 arrived. ``stop(worker_id)`` kills the process (scale-down, a lost worker, a timed-out request).
+These are the workers not on an agent node; a worker whose job runs on a node agent is the agent's
+assignment and calls the controller itself (``agent_workers.py``).
 """
 
 from __future__ import annotations

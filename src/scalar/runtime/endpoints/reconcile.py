@@ -28,6 +28,7 @@ from scalar.domain.endpoint_scaling import (
 )
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup, group_of_model
+from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
 from scalar.runtime.endpoints.records import spec_from_row
 from scalar.store import endpoints as repo
@@ -56,6 +57,7 @@ class _Pass:
     requests: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     scaling: list[dict[str, Any]] = field(default_factory=list)
     local_starts: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    agent_room: dict[str, int] | None = None  # free GPUs on agent nodes not claimed yet (agent_workers.py)
 
 
 def worker_gpu_models(spec: ServerlessEndpoint) -> list[str]:
@@ -133,6 +135,8 @@ def _sync_worker(
     job = svc.jobs.get_job(w["job_id"]) if w["job_id"] else None
     job_state = None if job is None else str(job["state"])
     state = WorkerState(w["state"])
+    w["_on_agent"] = bool(job is not None and job.get("command"))  # run by a node agent (agent_workers.py)
+    w["_unplaced"] = job_state == "PENDING"
     if state is WorkerState.STOPPING:
         if job_state not in (*JOB_WAITING, "RUNNING"):
             _move(p, w, WorkerState.STOPPED, stopped_at=now)
@@ -143,7 +147,10 @@ def _sync_worker(
             group = group_of_model(model) if model else None
             group = group if group is not None and group in spec.gpus else spec.gpus[0]
             started = _parse(job.get("started_at")) or now
-            ready = started + timedelta(seconds=cold_start_s(group))
+            ready: datetime | None = started + timedelta(seconds=cold_start_s(group))
+            why = f"cold start {cold_start_s(group):g} s on {model or group.value} ({group.value})"
+            if w["_on_agent"]:  # ready when its process has loaded the handler and calls in
+                ready, why = None, f"starting on agent node {node_id}: ready once its handler is loaded"
             _move(
                 p,
                 w,
@@ -154,7 +161,7 @@ def _sync_worker(
                 price_per_gpu_hour=price,
                 started_at=started,
                 ready_at=ready,
-                reason=f"cold start {cold_start_s(group):g} s on {model or group.value} ({group.value})",
+                reason=why,
             )
             state = WorkerState.INITIALIZING
         if state is WorkerState.INITIALIZING and w["ready_at"] is not None and now >= w["ready_at"]:
@@ -172,6 +179,30 @@ def _sync_worker(
         cancel_worker_job(svc, w)
     svc.local.stop(w["id"])
     _move(p, w, WorkerState.LOST, stopped_at=now, reason=f"lost: {why}")
+
+
+def _cuda(spec: ServerlessEndpoint) -> list[str] | None:
+    return [v.value for v in spec.cuda_versions] if spec.cuda_versions else None
+
+
+def _move_to_agents(
+    svc: EndpointService, spec: ServerlessEndpoint, p: _Pass, workers: dict[str, dict[str, Any]]
+) -> None:
+    """A local endpoint's room on agent nodes: their free GPUs less those claimed by its agent-run workers
+    not placed yet. A reservation worker still waiting is replaced by one there when the room has it."""
+    unplaced = [w for w in workers.values() if w["state"] == WorkerState.PENDING.value and w["_unplaced"]]
+    if not unplaced:
+        return  # nothing claims agent room: _start_workers reads it afresh
+    room = agent_workers.agent_room(svc.store, worker_gpu_models(spec), spec.gpu_count, _cuda(spec))
+    for w in unplaced:
+        if w["_on_agent"]:
+            agent_workers.take_room(room, spec.gpu_count)
+    trial = dict(room)  # the replacements take the room itself (in _start_workers)
+    for w in unplaced:
+        if not w["_on_agent"] and agent_workers.take_room(trial, spec.gpu_count):
+            cancel_worker_job(svc, w)
+            _move(p, w, WorkerState.STOPPING, reason="replaced by a worker on a node agent with room")
+    p.agent_room = room
 
 
 def _sim_output(req: dict[str, Any], group: GpuGroup, service_s: float) -> dict[str, Any]:
@@ -241,6 +272,9 @@ def _finish_requests(
                 "error": f"execution took longer than executionTimeoutMs {spec.execution_timeout_ms}",
             }
             svc.local.stop(worker["id"])
+            if worker.get("_on_agent"):  # its process still runs the handler: stop the worker's job
+                cancel_worker_job(svc, worker)
+                _move(p, worker, WorkerState.STOPPING, reason=f"request {req['id']} timed out")
         if finished_at is None:
             busy.add(worker["id"])
             continue
@@ -289,7 +323,7 @@ def _dispatch(
             group = GpuGroup(worker["gpu_group"]) if worker["gpu_group"] else GpuGroup.AMPERE_48
             service_s = service_time_s(group, svc.rng, _work_s(req["input"]))
             values["run_until"] = now + timedelta(seconds=service_s)
-        else:
+        elif not worker.get("_on_agent"):  # an agent-run worker takes it with its next poll
             p.local_starts.append((worker["id"], handler, {"id": req["id"], "input": req["input"]}))
         p.requests.append((req["id"], RequestStatus.IN_QUEUE.value, values))
         _move(p, worker, WorkerState.BUSY)
@@ -360,15 +394,31 @@ def _start_workers(
     fields = {
         "tier": "FAST",
         "gpu_count": spec.gpu_count,
-        "gpu_models": worker_gpu_models(spec),
+        "gpu_models": worker_gpu_models(spec),  # the spec's groups, in its preference order
+        **({"cuda_versions": [v.value for v in spec.cuda_versions]} if spec.cuda_versions else {}),
         "expected_duration_sec": svc.worker_duration_s,
         "name": f"{spec.name}-worker",
         "endpoint_id": row["id"],
+        "tenant": row.get("tenant") or "default",  # the endpoint's owner: /costs and budgets charge it
     }
     started = 0
+    # A local endpoint's worker runs on a node agent when a READY agent-backed node has room for it.
+    handler = row["handler"] if row["target"] == "local" else None
+    if handler is not None and agent_workers.recent_load_failure(
+        svc.store, row["id"], now, svc.refusal_backoff_s
+    ):
+        return 0  # its handler could not be loaded just now: wait before starting another worker
+    room = {} if handler is None else p.agent_room
+    if room is None:
+        room = agent_workers.agent_room(svc.store, worker_gpu_models(spec), spec.gpu_count, _cuda(spec))
     for _ in range(decision.start):
+        agent_worker_id = None
+        submit = fields
+        if handler is not None and agent_workers.take_room(room, spec.gpu_count):
+            agent_worker_id = agent_workers.new_worker_id()
+            submit = {**fields, **agent_workers.worker_job_fields(row["id"], agent_worker_id, handler)}
         try:
-            job = svc.jobs.submit_job(fields)
+            job = svc.jobs.submit_job(submit)
         except Exception as exc:
             reasons = getattr(exc, "reasons", None)
             if reasons is None:
@@ -384,7 +434,7 @@ def _start_workers(
                 p.scaling.append(_scaling_row(decision, "worker_refused", message))
             break
         started += 1
-        worker_id = f"wk-{job['id'].removeprefix('job-')}"
+        worker_id = agent_worker_id or f"wk-{job['id'].removeprefix('job-')}"
         p.new_workers.append(
             {
                 "id": worker_id,
@@ -392,7 +442,8 @@ def _start_workers(
                 "job_id": job["id"],
                 "state": WorkerState.PENDING.value,
                 "gpu_count": spec.gpu_count,
-                "reason": f"its job {job['id']} was submitted: {decision.reason.code}",
+                "reason": f"its job {job['id']} was submitted: {decision.reason.code}"
+                + (" (to run on a node agent)" if agent_worker_id else ""),
                 "created_at": now,
             }
         )
@@ -412,6 +463,8 @@ def _tick_endpoint(
     workers = {w["id"]: w for w in worker_rows}
     for w in worker_rows:
         _sync_worker(svc, spec, p, w, now)
+    if row["target"] == "local":
+        _move_to_agents(svc, spec, p, workers)
     busy = _finish_requests(svc, spec, p, workers, running, local_done, now)
     requeued = [
         r for r in running if any(u[0] == r["id"] and u[2]["status"] == "IN_QUEUE" for u in p.requests)

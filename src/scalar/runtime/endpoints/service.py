@@ -4,6 +4,11 @@ Endpoints, requests and scaling decisions live in the store (``scalar.store.endp
 create endpoints and accept requests. The leader's ``tick(now)`` (``reconcile.py``) moves everything on:
 it follows each worker's job, delivers queued requests to ready workers, completes, retries and times them
 out, and applies the scaler's decision by submitting or cancelling worker jobs through the ControlPlane.
+
+Tenancy (docs/security.md): an endpoint belongs to the tenant that created it (``endpoints.tenant``); its
+worker jobs are that tenant's jobs, so ``/costs`` charges it. Every call takes ``tenant``: ``None`` (an
+admin) sees every endpoint, a tenant sees only its own; another tenant's endpoint, and its requests, raise
+the very errors of one that does not exist.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from scalar.runtime.endpoints.records import (
 from scalar.store import Store
 from scalar.store import endpoints as repo
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
+from scalar.wire.endpoints_api import MAX_WORKERS_SHOWN
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,13 @@ class EndpointNotFoundError(KeyError):
 
 class RequestNotFoundError(KeyError):
     pass
+
+
+def visible(row: dict[str, Any] | None, tenant: str | None) -> dict[str, Any] | None:
+    """``row`` if the caller may see it: ``tenant`` is ``None`` (an admin) or the endpoint's own."""
+    if row is None or (tenant is not None and row["tenant"] != tenant):
+        return None
+    return row
 
 
 def new_id(prefix: str, now: datetime) -> str:
@@ -97,14 +110,17 @@ class EndpointService:
 
     # ---- endpoints -----------------------------------------------------------------------------------
 
-    def create(self, body: Mapping[str, Any], target: str | None = None) -> dict[str, Any]:
-        """Validate and store a new endpoint; ``InvalidSpecError`` naming the field if it is not valid."""
+    def create(
+        self, body: Mapping[str, Any], target: str | None = None, *, tenant: str = "default"
+    ) -> dict[str, Any]:
+        """Validate and store a new endpoint of ``tenant``; ``InvalidSpecError`` naming the field if it is
+        not valid. Names are unique among a tenant's active endpoints."""
         spec, handler = parse_spec(body)
         target = _target(target, handler)
         now = self.clock()
         endpoint_id = new_id("ep", now)
         with self.store.write() as tx:
-            if repo.find_active_by_name(tx.conn, spec["name"]) is not None:
+            if repo.find_active_by_name(tx.conn, spec["name"], tenant=tenant) is not None:
                 raise InvalidSpecError(
                     "name",
                     f"an endpoint named {spec['name']!r} exists already",
@@ -115,6 +131,7 @@ class EndpointService:
                 {
                     "id": endpoint_id,
                     "name": spec["name"],
+                    "tenant": tenant,
                     "state": repo.ACTIVE,
                     "target": target,
                     "handler": handler,
@@ -127,10 +144,12 @@ class EndpointService:
         assert found is not None
         return found
 
-    def update(self, endpoint_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    def update(
+        self, endpoint_id: str, changes: Mapping[str, Any], *, tenant: str | None = None
+    ) -> dict[str, Any]:
         """Merge ``changes`` (spec fields) into the endpoint's spec and validate the result."""
         with self.store.read() as tx:
-            row = repo.get_endpoint(tx.conn, endpoint_id)
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
         if row is None or row["state"] != repo.ACTIVE:
             raise EndpointNotFoundError(endpoint_id)
         merged = dict(row["spec"])
@@ -154,11 +173,11 @@ class EndpointService:
         assert found is not None
         return found
 
-    def delete(self, endpoint_id: str) -> dict[str, Any]:
+    def delete(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """Delete: cancel the queued requests and every worker job; rows stay readable."""
         now = self.clock()
         with self.store.read() as tx:
-            row = repo.get_endpoint(tx.conn, endpoint_id)
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
             workers = repo.list_workers(
                 tx.conn, endpoint_id, states=[s.value for s in WorkerState if s.active]
             )
@@ -188,23 +207,38 @@ class EndpointService:
         assert found is not None
         return found
 
-    def get(self, endpoint_id: str) -> dict[str, Any] | None:
-        """The endpoint with its workers, health, latency, cost and latest scaling decisions."""
+    def get(
+        self, endpoint_id: str, *, tenant: str | None = None, workers_limit: int = MAX_WORKERS_SHOWN
+    ) -> dict[str, Any] | None:
+        """The endpoint with its workers (the first ``workers_limit`` active ones), health, latency, cost
+        and latest scaling decisions; ``None`` if there is none (or, with ``tenant``, another tenant's)."""
         now = self.clock()
         with self.store.read() as tx:
-            row = repo.get_endpoint(tx.conn, endpoint_id)
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
             if row is None:
                 return None
             workers = repo.list_workers(tx.conn, endpoint_id)
             counts = repo.count_requests(tx.conn, endpoint_id)
             recent = repo.recent_requests(tx.conn, endpoint_id, 200)
             scaling = repo.list_scaling(tx.conn, endpoint_id, 20)
-        return self._view(row, workers, counts, recent, scaling, now)
+        return self._view(row, workers, counts, recent, scaling, now, workers_limit)
 
-    def list_endpoints(self, include_deleted: bool = False) -> list[dict[str, Any]]:
+    def list_endpoints(
+        self,
+        include_deleted: bool = False,
+        *,
+        tenant: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+        workers_limit: int = MAX_WORKERS_SHOWN,
+    ) -> list[dict[str, Any]]:
+        """A page of endpoints in creation order (only ``tenant``'s, unless it is ``None``)."""
         with self.store.read() as tx:
-            ids = [r["id"] for r in repo.list_endpoints(tx.conn, include_deleted=include_deleted)]
-        return [e for i in ids if (e := self.get(i)) is not None]
+            rows = repo.list_endpoints(
+                tx.conn, include_deleted=include_deleted, tenant=tenant, limit=limit, offset=offset
+            )
+        ids = [r["id"] for r in rows]
+        return [e for i in ids if (e := self.get(i, workers_limit=workers_limit)) is not None]
 
     def _view(
         self,
@@ -214,14 +248,17 @@ class EndpointService:
         recent: list[dict[str, Any]],
         scaling: list[dict[str, Any]],
         now: datetime,
+        workers_limit: int = MAX_WORKERS_SHOWN,
     ) -> dict[str, Any]:
         active = [w for w in workers if WorkerState(w["state"]).active]
+        shown = max(0, min(workers_limit, MAX_WORKERS_SHOWN))
         health = health_counts(workers, counts, now)
         done = [r for r in recent if r["status"] == RequestStatus.COMPLETED.value and r["finished_at"]]
         latencies = sorted((r["finished_at"] - r["created_at"]).total_seconds() * 1000 for r in done)
         return {
             "id": row["id"],
             "name": row["name"],
+            "tenant": row["tenant"],
             "state": row["state"],
             "target": row["target"],
             "handler": row["handler"],
@@ -229,7 +266,9 @@ class EndpointService:
             "spec": row["spec"],
             "created_at": iso(row["created_at"]),
             "updated_at": iso(row["updated_at"]),
-            "workers": [worker_dict(w) for w in active],
+            "workers": [worker_dict(w) for w in active[:shown]],
+            "workers_count": len(active),
+            "workers_truncated": len(active) > shown,
             "health": health,
             "latency_ms": {
                 "p50": _percentile(latencies, 0.5),
@@ -241,10 +280,10 @@ class EndpointService:
             "scaling": [scaling_dict(s) for s in scaling],
         }
 
-    def logs(self, endpoint_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    def logs(self, endpoint_id: str, limit: int = 100, *, tenant: str | None = None) -> list[dict[str, Any]]:
         """Scaling decisions, worker moves and requests, newest first."""
         with self.store.read() as tx:
-            row = repo.get_endpoint(tx.conn, endpoint_id)
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
             if row is None:
                 raise EndpointNotFoundError(endpoint_id)
             scaling = repo.list_scaling(tx.conn, endpoint_id, limit)
@@ -268,16 +307,25 @@ class EndpointService:
 
     # ---- requests (RunPod's data plane) --------------------------------------------------------------
 
-    def _active(self, endpoint_id: str) -> dict[str, Any]:
+    def _active(self, endpoint_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self.store.read() as tx:
-            row = repo.get_endpoint(tx.conn, endpoint_id)
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
         if row is None or row["state"] != repo.ACTIVE:
             raise EndpointNotFoundError(endpoint_id)
         return row
 
-    def submit_request(self, endpoint_id: str, job_input: Any) -> dict[str, Any]:
+    def _visible_endpoint(self, endpoint_id: str, tenant: str | None) -> None:
+        """The endpoint exists (deleted or not: its requests stay readable) and the caller may see it."""
+        with self.store.read() as tx:
+            row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
+        if row is None:
+            raise EndpointNotFoundError(endpoint_id)
+
+    def submit_request(
+        self, endpoint_id: str, job_input: Any, *, tenant: str | None = None
+    ) -> dict[str, Any]:
         """Store a request (durable) and return ``{id, status: IN_QUEUE}``."""
-        self._active(endpoint_id)
+        self._active(endpoint_id, tenant)
         now = self.clock()
         request_id = new_id("req", now)
         with self.store.write() as tx:
@@ -293,15 +341,23 @@ class EndpointService:
             )
         return {"id": request_id, "status": RequestStatus.IN_QUEUE.value}
 
-    def request_status(self, endpoint_id: str, request_id: str) -> dict[str, Any]:
+    def request_status(
+        self, endpoint_id: str, request_id: str, *, tenant: str | None = None
+    ) -> dict[str, Any]:
+        """RunPod's status of a request; ``EndpointNotFoundError`` for an endpoint the caller cannot see,
+        ``RequestNotFoundError`` for a request that is not the endpoint's."""
+        self._visible_endpoint(endpoint_id, tenant)
         with self.store.read() as tx:
             row = repo.get_request(tx.conn, request_id)
         if row is None or row["endpoint_id"] != endpoint_id:
             raise RequestNotFoundError(request_id)
         return request_status(row, self.clock())
 
-    def cancel_request(self, endpoint_id: str, request_id: str) -> dict[str, Any]:
+    def cancel_request(
+        self, endpoint_id: str, request_id: str, *, tenant: str | None = None
+    ) -> dict[str, Any]:
         """Cancel a queued or running request; a finished one stays as it is."""
+        self._visible_endpoint(endpoint_id, tenant)
         now = self.clock()
         with self.store.write() as tx:
             row = repo.get_request(tx.conn, request_id)
@@ -315,8 +371,8 @@ class EndpointService:
                 assert row is not None
         return request_status(row, now)
 
-    def health(self, endpoint_id: str) -> dict[str, Any]:
-        self._active(endpoint_id)
+    def health(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        self._active(endpoint_id, tenant)
         now = self.clock()
         with self.store.read() as tx:
             workers = repo.list_workers(tx.conn, endpoint_id)
