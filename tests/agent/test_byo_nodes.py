@@ -89,7 +89,7 @@ def test_a_priced_host_costs_its_price_and_removing_it_lets_its_job_finish(
             assert abs(accrued - Decimal("2.5") * paid) <= Decimal("0.00001"), row
 
             job_id = c.submit(command=["python", "-c", ATTEMPT_JOB], env={"HOLD": "3"})
-            wait_until(lambda: "attempt 1 starts" in c.logs(job_id)["data"], 40, "the job to start")
+            wait_until(lambda: "attempt 1 starts" in c.logs(job_id)["data"], 90, "the job to start")
             removed = scalar_cli("node", "remove", node_id, "--wait-s", "60", "--server", c.url, cwd=tmp_path)
             assert removed.returncode == 0, removed.stderr
             assert f"node {node_id} removed" in removed.stdout
@@ -137,7 +137,7 @@ def test_removing_a_host_with_force_requeues_its_job_and_stops_the_process(
             [registered] = wait_until(c.agents, 30, "registration")
             node_id = registered["node_id"]
             job_id = c.submit(command=["python", "-c", ATTEMPT_JOB], env={"HOLD": "120"})
-            wait_until(lambda: "attempt 1 starts" in c.logs(job_id)["data"], 40, "attempt 1 to start")
+            wait_until(lambda: "attempt 1 starts" in c.logs(job_id)["data"], 90, "attempt 1 to start")
             [child_pid_file] = (tmp_path / "a").glob("assignments/*/child.pid")
             child = int(child_pid_file.read_text())
             assert alive(child)
@@ -147,7 +147,7 @@ def test_removing_a_host_with_force_requeues_its_job_and_stops_the_process(
             # requeued as when the node is lost: attempt 2 waits (no other host), attempt 1 is stopped
             job = wait_until(lambda: j if (j := c.job(job_id))["state"] == "PENDING" else None, 20, "requeue")
             assert job["preemptions"] == 1
-            assert first.proc is not None and first.proc.wait(40) == 0
+            assert first.proc is not None and first.proc.wait(90) == 0
             wait_until(lambda: not alive(child), 10, "attempt 1's process to be gone")
             assert block_of(c, node_id)["status"] == "released"
             assert "node_lost" in c.story_codes(job_id)
@@ -203,7 +203,7 @@ def test_only_admins_remove_and_only_hosts_of_their_own(sqlite_url: str, tmp_pat
             with as_admin, as_user:
                 body = {"tier": "FAST", "gpu_count": 8, "expected_duration_sec": 600}
                 assert as_admin.post("/jobs", json=body).status_code == 201  # a reservation: Scalar buys
-                bought = wait_until(lambda: as_admin.get("/nodes").json()["nodes"], 40, "a bought node")[0][
+                bought = wait_until(lambda: as_admin.get("/nodes").json()["nodes"], 120, "a bought node")[0][
                     "node_id"
                 ]
                 forbidden = as_user.post(f"/agents/{bought}/remove", json={})

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ from scalar.agent.shim import write_json
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SHIM_START_WAIT_S = 5.0
+PORT_TRIES = 200  # free ports tried per allocation before giving up (a port of another assignment is skipped)
+MIB_PER_GB = 1024
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -47,6 +50,7 @@ class Entry:
     cancel: bool = False
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    ports: list[int] = field(default_factory=list)  # TCP ports allocated for it (kept across a restart)
 
 
 class Runner:
@@ -102,6 +106,16 @@ class Runner:
         env["SCALAR_JOB_ID"] = str(assignment.get("job_id"))
         env["SCALAR_ATTEMPT"] = str(assignment.get("attempt"))
         env["SCALAR_ASSIGNMENT_ID"] = aid
+        env.update(vram_env(assignment))
+        ports: list[int] = []
+        port_error: str | None = None
+        wanted = int(assignment.get("port_count") or 0)
+        if wanted:
+            try:
+                ports = allocate_ports(wanted, self.ports_in_use())
+            except OSError as err:
+                port_error = f"could not allocate {wanted} TCP port(s) on this host: {err}"
+            env.update(port_env(ports))
         deadline = assignment.get("deadline")
         spec = {
             "argv": list(assignment["argv"]),
@@ -113,8 +127,12 @@ class Runner:
             "deadline_epoch": None if not deadline else datetime.fromisoformat(str(deadline)).timestamp(),
         }
         write_json(directory / "spec.json", spec)
-        entry = Entry(aid, str(directory), time.time())
+        entry = Entry(aid, str(directory), time.time(), ports=ports)
         self.entries[aid] = entry
+        if port_error is not None:  # reported as failed_to_start (an exit.json without a child)
+            write_json(directory / "exit.json", {"error": port_error, "finished_at": time.time()})
+            self.save()
+            return
         self.save()  # journalled before the process exists: a crash now leaves no unknown process
         proc = subprocess.Popen(
             [sys.executable, "-m", "scalar.agent.shim", str(directory)],
@@ -162,6 +180,8 @@ class Runner:
             "started_at": _iso(entry.started_at),
             "log_bytes": log_bytes,
         }
+        if entry.ports:  # only then: an older controller refuses the field
+            body["ports"] = list(entry.ports)
         if exit_file.is_file():
             outcome = json.loads(exit_file.read_text())
             error = outcome.get("error")
@@ -200,11 +220,66 @@ class Runner:
                 held.update(_gpus_of(entry))
         return held
 
+    def ports_in_use(self) -> set[int]:
+        """TCP ports allocated to this agent's assignments that are not known to be over."""
+        used: set[int] = set()
+        for entry in self.entries.values():
+            if entry.ports and not entry.acked and self.report(entry)["state"] in ("running", "starting"):
+                used.update(entry.ports)
+        return used
+
     def reports(self) -> list[dict[str, Any]]:
         return [self.report(e) for e in self.entries.values() if not e.acked]
 
     def log_path(self, entry: Entry) -> Path:
         return Path(entry.directory) / "output.log"
+
+
+def allocate_ports(count: int, avoid: set[int]) -> list[int]:
+    """``count`` distinct TCP ports that are free on this host (the kernel's pick for a bind to port 0 on
+    every address) and not in ``avoid`` (the ports of this agent's other running assignments). The
+    sockets are held until all are chosen, then closed: the command binds them itself."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        for _ in range(PORT_TRIES):
+            if len(ports) == count:
+                break
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.bind(("", 0))
+            port = int(sock.getsockname()[1])
+            if port not in avoid and port not in ports:
+                ports.append(port)
+        if len(ports) < count:
+            raise OSError(f"only {len(ports)} free port(s) found in {PORT_TRIES} tries")
+    finally:
+        for sock in held:
+            sock.close()
+    return ports
+
+
+def port_env(ports: list[int]) -> dict[str, str]:
+    """``SCALAR_PORTS`` (comma-separated) and ``PORT`` (the first) for an assignment with ports."""
+    if not ports:
+        return {}
+    return {"SCALAR_PORTS": ",".join(str(p) for p in ports), "PORT": str(ports[0])}
+
+
+def vram_env(assignment: dict[str, Any]) -> dict[str, str]:
+    """For a job sharing a GPU under a VRAM budget: ``SCALAR_VRAM_BUDGET_GB`` and CUDA MPS's per-client
+    limit, ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="0=<N>M,1=<N>M"`` (devices numbered as the job sees them
+    through ``CUDA_VISIBLE_DEVICES``). Enforced only when an MPS control daemon runs on the host; otherwise
+    the budget is advisory. ``PYTORCH_CUDA_ALLOC_CONF`` is left alone."""
+    budget = assignment.get("vram_budget_gb")
+    uuids = list(assignment.get("gpu_uuids") or [])
+    if assignment.get("vram_fraction") is None or not budget or not uuids:
+        return {}
+    mib = max(1, int(float(budget) * MIB_PER_GB))
+    return {
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": ",".join(f"{i}={mib}M" for i in range(len(uuids))),
+        "SCALAR_VRAM_BUDGET_GB": f"{float(budget):g}",
+    }
 
 
 def _gpus_of(entry: Entry) -> list[str]:

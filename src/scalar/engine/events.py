@@ -49,6 +49,8 @@ class JobSpec:
     workdir: str | None = None
     # CUDA versions the job accepts ("12.4"; seed 004's allowedCudaVersions); None: any (docs/api.md).
     cuda_versions: tuple[str, ...] | None = None
+    # TCP ports the node's agent allocates for the command ($PORT, $SCALAR_PORTS; docs/agent.md); 0: none.
+    ports: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,7 +96,7 @@ def assignment_spec(job: Mapping[str, Any], agent: repo.AgentRow, node_id: str) 
     deadline = None
     if expires:
         deadline = (datetime.fromisoformat(str(expires)) - timedelta(seconds=DEADLINE_GRACE_S)).isoformat()
-    return {
+    spec: dict[str, Any] = {
         "assignment_id": f"{job['id']}:{attempt}",
         "job_id": job["id"],
         "attempt": attempt,
@@ -113,6 +113,9 @@ def assignment_spec(job: Mapping[str, Any], agent: repo.AgentRow, node_id: str) 
         "deadline": deadline,
         "stop_grace_s": 10.0,
     }
+    if job.get("ports"):  # the agent allocates them (docs/agent.md, Execution, "Ports")
+        spec["port_count"] = int(job["ports"])
+    return spec
 
 
 @dataclass(frozen=True, slots=True)

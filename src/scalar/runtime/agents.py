@@ -377,6 +377,8 @@ class AgentService:
         self, tx: Any, row: repo.AssignmentRow, report: AssignmentReport, now: datetime
     ) -> None:
         body = report.model_dump(mode="json")
+        if not body.get("ports"):
+            body.pop("ports", None)  # stored as before for an assignment without ports
         if row.state == report.state:
             if row.report != body:  # usage and log size move; the state did not
                 repo.update_assignment(tx.conn, row.assignment_id, report=body, updated_at=now)
@@ -598,6 +600,19 @@ class AgentService:
             }
             for a in rows
         ]
+
+
+def allocated_ports(conn: Any, job: Mapping[str, Any]) -> list[int] | None:
+    """The TCP ports the agent allocated for the job's current attempt, as its heartbeats reported them
+    (kept in the assignment's report); None for a job without ports or before its agent reported them."""
+    if not job.get("ports") or not job.get("id"):
+        return None
+    attempt = int(job.get("preemptions") or 0) + 1
+    for row in repo.job_assignments(conn, str(job["id"])):
+        ports = (row.report or {}).get("ports")
+        if row.attempt == attempt and ports:
+            return [int(p) for p in ports]
+    return None
 
 
 def _removed(node_id: str) -> AgentError:

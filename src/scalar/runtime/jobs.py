@@ -18,6 +18,7 @@ from scalar.domain.reasons import Reason
 from scalar.engine.events import JobSpec
 from scalar.engine.queries import job_view
 from scalar.engine.state import JobRecord
+from scalar.wire.jobs import MAX_PORTS
 
 JOB_FIELDS = (
     "tier",
@@ -36,6 +37,7 @@ JOB_FIELDS = (
     "command",
     "env",
     "workdir",
+    "ports",
 )
 REQUIRED_FIELDS = ("tier", "gpu_count")
 ACCEPTED_REASON = "accepted; waiting for the controller to pick it up"
@@ -122,16 +124,33 @@ def _command_fields(kwargs: dict[str, Any]) -> list[Reason]:
         problems.append(Reason("invalid_workdir", "workdir must be a directory path", "workdir"))
     if (env is not None or workdir is not None) and command is None and not problems:
         problems.append(Reason("missing_command", "env and workdir need a command to run", "command"))
+    ports = kwargs.get("ports")
+    if ports is not None:
+        if isinstance(ports, bool) or not isinstance(ports, int) or not 0 <= ports <= MAX_PORTS:
+            problems.append(
+                Reason("invalid_ports", f"ports must be a whole number from 0 to {MAX_PORTS}", "ports")
+            )
+        elif ports and command is None:
+            problems.append(
+                Reason(
+                    "missing_command",
+                    "ports are allocated for a command: add a command, or leave ports out",
+                    "ports",
+                )
+            )
     return problems
 
 
 def _run_fields(spec: JobSpec) -> dict[str, Any]:
     """What the job runs (issue 9): ``command`` is None for a pure reservation."""
-    return {
+    out: dict[str, Any] = {
         "command": None if spec.command is None else list(spec.command),
         "env": dict(spec.env) if spec.env else None,
         "workdir": spec.workdir,
     }
+    if spec.ports:  # the allocated numbers come from the agent (runtime/agents.py, allocated_ports)
+        out["ports"] = spec.ports
+    return out
 
 
 def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | None) -> dict[str, Any]:

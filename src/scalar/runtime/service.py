@@ -43,7 +43,7 @@ from scalar.runtime import preview as job_preview
 from scalar.runtime import secrets as secrets_mod
 from scalar.runtime import views_market
 from scalar.runtime.agent_backend import AGENT_PROVIDER, AgentBackend, AgentNode
-from scalar.runtime.agents import AgentService
+from scalar.runtime.agents import AgentService, allocated_ports
 from scalar.runtime.endpoints.service import EndpointService
 from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
@@ -415,9 +415,10 @@ class ControlPlane:
         store, _ = self._opened()
         with store.read() as tx:
             row = tx.get_projection("jobs", job_id)
+            ports = None if row is None else allocated_ports(tx.conn, row.data)
         if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
             return None
-        return dict(row.data)
+        return dict(row.data) if ports is None else {**row.data, "allocated_ports": ports}
 
     def list_jobs(
         self, state: str | None = None, limit: int = 100, offset: int = 0, tenant: str | None = None

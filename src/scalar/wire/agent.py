@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from scalar.wire.jobs import MAX_PORTS
 
 PROTOCOL = 1
 """Bumped on any incompatible change; the controller refuses an agent with another protocol."""
@@ -26,6 +28,8 @@ MAX_PID = 2**31
 MAX_COUNTER = 2**62
 MAX_SHORT = 200
 MAX_BYO_PRICE_PER_GPU_HOUR = Decimal(1000)  # USD per GPU-hour a user-owned host may be priced at
+
+TcpPort = Annotated[int, Field(ge=1, le=65535)]
 
 AssignmentStateName = Literal["starting", "running", "exited", "failed_to_start"]
 
@@ -90,6 +94,9 @@ class AssignmentReport(_Model):
     finished_at: datetime | None = None
     usage: Usage = Field(default_factory=Usage)
     log_bytes: int = Field(default=0, ge=0, le=MAX_COUNTER)
+    # The TCP ports the agent allocated for it (its ``port_count``); sent only when there are some, so an
+    # older controller still takes the heartbeats of jobs without ports.
+    ports: list[TcpPort] = Field(default_factory=list, max_length=MAX_PORTS)
 
 
 class Heartbeat(_Model):
@@ -114,7 +121,8 @@ class Assignment(_Model):
     vram_fraction: float | None = None
     cpu_cores: float = 0.0
     memory_limit_bytes: int | None = None
-    ports: list[int] = Field(default_factory=list)
+    ports: list[int] = Field(default_factory=list)  # unused (always empty): the agent picks the numbers
+    port_count: int = Field(default=0, ge=0, le=MAX_PORTS, description="TCP ports the agent allocates")
     deadline: datetime | None = None
     stop_grace_s: float = 10.0
 

@@ -2,7 +2,8 @@
 
 ``JobSubmission`` is the body of ``POST /jobs`` (and the JOB.json that ``scalar submit --file`` reads): seed
 001's job fields plus an optional ``name``, ``gpu_models`` (an ordered preference), ``cuda_versions`` and
-``share_gpu``. Unknown keys are refused, so a
+``share_gpu``, and for a job with a command ``ports`` (how many TCP ports its node's agent allocates).
+Unknown keys are refused, so a
 typo (``gpus``) is named instead of silently ignored. Bounds are generous but finite, so no value the schema
 accepts can overflow a database column or a clock.
 
@@ -59,6 +60,9 @@ MAX_GPU_MODELS = 32
 MAX_GPU_MODEL_LENGTH = 64
 MAX_CUDA_VERSIONS = 16
 CUDA_VERSION_PATTERN = re.compile(r"^\d{1,3}\.\d{1,3}$")
+MAX_PORTS = (
+    16  # TCP ports a job with a command may ask its node's agent for (docs/agent.md, Execution, "Ports")
+)
 
 DEFAULT_DURATION_SEC = 3600.0
 
@@ -83,6 +87,10 @@ FIELD_FIXES: dict[str, str] = {
         "out to accept any"
     ),
     "share_gpu": "give true to let the job share a GPU with others, or false",
+    "ports": (
+        f"give how many TCP ports the agent should allocate for the command, a whole number from 0 to {MAX_PORTS} "
+        "(they arrive as $PORT and $SCALAR_PORTS); ports need a command"
+    ),
 }
 
 
@@ -221,6 +229,14 @@ class JobSubmission(BaseModel):
     workdir: str | None = Field(
         default=None, min_length=1, max_length=MAX_ARG_LENGTH, strict=True, description="working directory"
     )
+    ports: StrictInt = Field(
+        default=0,
+        ge=0,
+        le=MAX_PORTS,
+        description="how many free TCP ports the node's agent allocates for the command (given to it as "
+        "$PORT, the first, and $SCALAR_PORTS, comma-separated; GET /jobs/{id} shows them as "
+        "allocated_ports); needs a command",
+    )
 
     @field_validator("name")
     @classmethod
@@ -240,6 +256,8 @@ class JobSubmission(BaseModel):
         for key in ("name", "gpu_models", "cuda_versions", "command", "env", "workdir"):
             if out.get(key) is None:
                 out.pop(key, None)
+        if not out.get("ports"):
+            out.pop("ports", None)  # a job without ports is sent exactly as before
         return out
 
 
@@ -283,6 +301,12 @@ class JobOut(BaseModel):
     )
     env: dict[str, str] | None = None
     workdir: str | None = None
+    ports: int = Field(default=0, description="how many TCP ports the job asked its node's agent for")
+    allocated_ports: list[int] | None = Field(
+        default=None,
+        description="the TCP ports the agent allocated for the current attempt ($SCALAR_PORTS), once it "
+        "reported them; null before that and for a job without ports",
+    )
 
     @field_validator("env")
     @classmethod
