@@ -289,6 +289,9 @@ def test_the_engine_prices_a_host_drains_it_and_reads_old_registrations_at_price
     assert not [a for a in actions if isinstance(a, StartWork | ReleaseBlock)]
     assert ctl.state.jobs["a"].state is JobState.SCHEDULED and ctl.state.jobs["b"].state is JobState.PENDING
     assert block.open
+    from scalar.engine.queries import node_view
+
+    assert node_view(ctl.state.nodes["n1"]).draining  # GET /nodes shows it
     # the job ends: the block is released, its cost stops
     actions = ctl.step(t0 + timedelta(hours=2), [AssignmentReported("done", "n1", "a", 1, "succeeded", None)])
     assert [a.block_id for a in actions if isinstance(a, ReleaseBlock)] == ["byo-n1"]

@@ -194,3 +194,20 @@ def test_the_server_comes_from_scalar_server_when_no_flag_is_given(
 
     assert result.returncode == 0, result.stderr
     assert len(fake_cp.submitted) == 1
+
+
+def test_cuda_versions_and_ports_are_sent_and_bad_ones_named(
+    run_cli: Run, server: str, fake_cp: FakeControlPlane
+) -> None:
+    ok = run_cli(
+        "submit", "--server", server, "--cuda", "12.4", "--cuda", "12.8", "--ports", "2", "-y",
+        "--", "python", "serve.py",
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    sent = fake_cp.submitted[0]
+    assert sent["cuda_versions"] == ["12.4", "12.8"] and sent["ports"] == 2
+
+    bad = run_cli("submit", "--server", server, "--cuda", "twelve", "--ports", "99", "--", "true")
+    assert_usage_error(bad)
+    assert "--cuda (cuda_versions[0])" in bad.stderr and "--ports (ports)" in bad.stderr
+    assert len(fake_cp.submitted) == 1

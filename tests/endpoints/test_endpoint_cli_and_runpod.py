@@ -35,6 +35,8 @@ def test_deploy_list_get_logs_delete_through_the_cli(tmp_path: Path) -> None:
         eid = json.loads(deployed.stdout)["id"]
         listed = runner.invoke(app, ["endpoint", "list", "--server", url, "--json"])
         assert [e["id"] for e in json.loads(listed.stdout)["endpoints"]] == [eid]
+        table = runner.invoke(app, ["endpoint", "list", "--server", url], env={"COLUMNS": "250"})
+        assert table.exit_code == 0 and "TENANT" in table.stdout.upper() and eid in table.stdout
         shown = runner.invoke(app, ["endpoint", "get", eid, "--server", url])
         assert shown.exit_code == 0 and "cli-demo" in shown.stdout
         logs = runner.invoke(app, ["endpoint", "logs", eid, "--server", url, "--json"])

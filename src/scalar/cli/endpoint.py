@@ -119,6 +119,7 @@ def _show(endpoint: dict[str, Any]) -> None:
     rows = [
         ["id", endpoint["id"]],
         ["name", endpoint["name"]],
+        ["tenant", endpoint.get("tenant", "default")],
         ["state", endpoint["state"]],
         ["target", endpoint["target"]],
         ["workers", " ".join(f"{k}={v}" for k, v in health["workers"].items())],
@@ -191,6 +192,7 @@ def list_endpoints(
         [
             e["id"],
             e["name"],
+            e.get("tenant", "default"),
             e["target"],
             e["health"]["workers"]["ready"],
             e["health"]["workers"]["initializing"] + e["health"]["workers"]["throttled"],
@@ -202,7 +204,9 @@ def list_endpoints(
     ]
     console().print(
         make_table(
-            ["id", "name", "target", "ready", "starting", "queued", "p50_ms", "cost_usd"], rows, "ENDPOINTS"
+            ["id", "name", "tenant", "target", "ready", "starting", "queued", "p50_ms", "cost_usd"],
+            rows,
+            "ENDPOINTS",
         )
     )
 

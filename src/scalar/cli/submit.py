@@ -33,6 +33,8 @@ FLAGS: dict[str, str] = {
     "priority": "--priority",
     "name": "--name",
     "gpu_models": "--gpu-model",
+    "cuda_versions": "--cuda",
+    "ports": "--ports",
     "share_gpu": "--share-gpu",
     "command": "COMMAND (after --)",
     "env": "--env",
@@ -112,7 +114,17 @@ def register(app: typer.Typer) -> None:
         priority: int | None = typer.Option(None, "--priority", help="Higher runs first (default 0)."),
         name: str | None = typer.Option(None, "--name", help="A label for the job."),
         gpu_model: list[str] | None = typer.Option(
-            None, "--gpu-model", help="Accept only this GPU model (repeat for several, e.g. H100, H200)."
+            None,
+            "--gpu-model",
+            help="Accept this GPU model (repeat for several, most preferred first, e.g. H200 then H100).",
+        ),
+        cuda: list[str] | None = typer.Option(
+            None, "--cuda", help="Accept only nodes with this CUDA version, MAJOR.MINOR (repeat for several)."
+        ),
+        ports: int | None = typer.Option(
+            None,
+            "--ports",
+            help="TCP ports the agent allocates for the command (0-16; env SCALAR_PORTS, PORT).",
         ),
         share_gpu: bool | None = typer.Option(
             None, "--share-gpu/--no-share-gpu", help="May share a GPU with other jobs (default no)."
@@ -166,6 +178,8 @@ def register(app: typer.Typer) -> None:
             "priority": priority,
             "name": name,
             "gpu_models": gpu_model or None,
+            "cuda_versions": cuda or None,
+            "ports": ports,
             "share_gpu": share_gpu,
             "command": list(command) if command else None,
             "env": _env_pairs(env) if env else None,

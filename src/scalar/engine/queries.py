@@ -80,6 +80,7 @@ class NodeView:
     idle_since: datetime | None
     cuda_version: str | None = None
     driver_version: str | None = None
+    draining: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +266,7 @@ def node_view(rec: NodeRecord) -> NodeView:
         idle_since=rec.idle_since,
         cuda_version=block.cuda_version,
         driver_version=block.driver_version,
+        draining=rec.draining,
     )
 
 

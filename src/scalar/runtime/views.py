@@ -451,6 +451,7 @@ def slot_row(
         "gpus": gpus,
         "cuda_version": data.get("cuda_version"),
         "driver_version": data.get("driver_version"),
+        "draining": bool(data.get("draining", False)),
     }
 
 

@@ -124,6 +124,9 @@ class NodeSlotsOut(BaseModel):
         default=None, description='CUDA the node supports ("12.8"); null: unknown'
     )
     driver_version: str | None = None
+    draining: bool = Field(
+        default=False, description="being removed (`scalar node remove`): nothing new is placed on it"
+    )
 
 
 class NodeTotalsOut(BaseModel):
