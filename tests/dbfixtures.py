@@ -62,7 +62,7 @@ def _admin_connection() -> psycopg.Connection:
         ) from exc
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -85,7 +85,7 @@ def _drop_orphans(admin: psycopg.Connection) -> None:
     ).fetchall()
     for (name,) in rows:
         match = _TEST_DB_NAME.match(name)
-        if match and not _pid_alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             _drop(admin, name)
 
 

@@ -93,9 +93,14 @@ class Controller:
 
 @contextmanager
 def controller(
-    database_url: str, data_dir: Path, clock: Clock | None = None, port: int = 0, **overrides: Any
+    database_url: str,
+    data_dir: Path,
+    clock: Clock | None = None,
+    port: int = 0,
+    bind: str = "127.0.0.1",
+    **overrides: Any,
 ) -> Iterator[Controller]:
-    """A started control plane served on loopback (on ``port``, 0: any free one)."""
+    """A started control plane served on ``bind`` (loopback by default; on ``port``, 0: any free one)."""
     clock = clock or Clock()
     settings = load_settings(
         None, {"data_dir": data_dir, "database_url": database_url, **AGENT_SETTINGS, **overrides}, {}
@@ -103,7 +108,10 @@ def controller(
     plane = ControlPlane(settings, clock=clock, providers={}, live_providers=[])
     plane.start()
     try:
-        with serve_on(create_app(plane), port) as url, httpx.Client(base_url=url, timeout=10) as http:
+        with (
+            serve_on(create_app(plane), port, bind) as url,
+            httpx.Client(base_url=url, timeout=10) as http,
+        ):
             yield Controller(url, plane, clock, http)
     finally:
         plane.stop()
@@ -116,15 +124,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_on(app: Any, port: int) -> Iterator[str]:
+def serve_on(app: Any, port: int, bind: str = "127.0.0.1") -> Iterator[str]:
     """``tests.api.live_server.serve`` on a chosen port, so a restarted controller keeps its URL."""
     if port == 0:
-        with serve(app) as url:
+        with serve(app, host=bind) as url:
             yield url
         return
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    sock.bind((bind, port))
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     )
@@ -134,7 +142,7 @@ def serve_on(app: Any, port: int) -> Iterator[str]:
         assert thread.is_alive(), "the test server did not start"
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{bind}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -29,18 +29,15 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from scalar.api.app import create_app
-from scalar.runtime import ControlPlane, load_settings
-from tests.agent.harness import AGENT_SETTINGS, AgentProcess, Clock, Controller, kill_tree_of
-from tests.api.live_server import serve
+from tests.agent.harness import AgentProcess, Clock, Controller, controller, kill_tree_of
+from tests.dbfixtures import pid_alive
 
 PREFIX = "scl"
 LOCK_PATH = Path("/tmp/scalar-netns.lock")
@@ -67,22 +64,12 @@ def require_netns() -> None:
         pytest.fail(f"`ip netns` does not work on this machine: {probe.stderr.strip()}")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _leftover(name: str) -> bool:
     match = _NAME.match(name)
     if match is None or name in _ours:
         return False
     pid = int(match.group(1), 16)
-    return pid == os.getpid() or not _pid_alive(pid)  # same pid, not ours: a dead run's, pid reused
+    return pid == os.getpid() or not pid_alive(pid)  # same pid, not ours: a dead run's, pid reused
 
 
 def remove_leftovers() -> None:
@@ -240,22 +227,8 @@ def network(count: int) -> Iterator[Network]:
             sys.stderr.write(message + "\n")
 
 
-@contextmanager
 def controller_on(
     address: str, database_url: str, data_dir: Path, clock: Clock | None = None, **overrides: Any
-) -> Iterator[Controller]:
+) -> AbstractContextManager[Controller]:
     """``tests.agent.harness.controller``, served on ``address`` (the bridge) instead of loopback."""
-    clock = clock or Clock()
-    settings = load_settings(
-        None, {"data_dir": data_dir, "database_url": database_url, **AGENT_SETTINGS, **overrides}, {}
-    )
-    plane = ControlPlane(settings, clock=clock, providers={}, live_providers=[])
-    plane.start()
-    try:
-        with (
-            serve(create_app(plane), host=address) as url,
-            httpx.Client(base_url=url, timeout=10) as http,
-        ):
-            yield Controller(url, plane, clock, http)
-    finally:
-        plane.stop()
+    return controller(database_url, data_dir, clock, bind=address, **overrides)

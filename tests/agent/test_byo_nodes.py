@@ -198,8 +198,8 @@ def test_only_admins_remove_and_only_hosts_of_their_own(sqlite_url: str, tmp_pat
         admin = plane.create_token("default", "admin")["token"]
         user = plane.create_token("default", "user")["token"]
         with serve_on(create_app(plane), free_port()) as url:
-            as_admin = httpx.Client(base_url=url, timeout=10, headers={"Authorization": f"Bearer {admin}"})
-            as_user = httpx.Client(base_url=url, timeout=10, headers={"Authorization": f"Bearer {user}"})
+            as_admin = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {admin}"})
+            as_user = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {user}"})
             with as_admin, as_user:
                 body = {"tier": "FAST", "gpu_count": 8, "expected_duration_sec": 600}
                 assert as_admin.post("/jobs", json=body).status_code == 201  # a reservation: Scalar buys

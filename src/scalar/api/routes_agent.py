@@ -133,11 +133,6 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
 
     workers = AgentWorkerService(service.store, service.clock, service.secret_box)
 
-    def _worker_problem(err: AgentWorkerError) -> ApiProblem:
-        return ApiProblem(
-            err.status, err.code, err.message, [FieldProblem(field="token", problem=err.message, fix=err.fix)]
-        )
-
     @router.post(
         WORKER_PREFIX + "/next",
         response_model=NextReply,
@@ -159,7 +154,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
                     workers.take, endpoint_id, worker_id, body.token, body.attempt
                 )
             except AgentWorkerError as err:
-                raise _worker_problem(err) from None
+                raise _problem(err, "token") from None
             if found or time.monotonic() >= deadline or await request.is_disconnected():
                 return NextReply.model_validate(found)
             await asyncio.sleep(POLL_EVERY_S)
@@ -189,7 +184,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
                 body.error,
             )
         except AgentWorkerError as err:
-            raise _worker_problem(err) from None
+            raise _problem(err, "token") from None
         return ResultReply(accepted=accepted, reason=reason)
 
     @router.post(
@@ -206,7 +201,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         try:
             reason = workers.failed(endpoint_id, worker_id, body.token, body.attempt, body.error)
         except AgentWorkerError as err:
-            raise _worker_problem(err) from None
+            raise _problem(err, "token") from None
         return ResultReply(accepted=not reason.startswith("ignored"), reason=reason)
 
     @router.get("/agents", summary="Registered agents and their leases")

@@ -29,6 +29,7 @@ from typing import Any
 from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState, check_worker_move
 from scalar.domain.packing_model import cuda_major_minor
+from scalar.runtime.agents import AgentError
 from scalar.runtime.secrets import SecretBox, SecretError, is_sealed
 from scalar.store import Store
 from scalar.store import agents as agents_repo
@@ -42,15 +43,8 @@ _LAUNCH = 'exec "${SCALAR_PYTHON:-python3}" -m ' + WORKER_MODULE + ' "$@"'
 LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
 
 
-class AgentWorkerError(Exception):
+class AgentWorkerError(AgentError):
     """A refused worker call: ``status`` (HTTP), ``code``, the message and what to do."""
-
-    def __init__(self, status: int, code: str, message: str, fix: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.fix = fix
 
 
 # ---------------------------------------------------------------------------------------------- placing
