@@ -1,7 +1,7 @@
 """Serverless endpoints on a bursty request trace: latency, cold starts, worker-hours and cost per scaler.
 
 The trace is derived from the Alibaba GPU-disaggregated DLRM serving trace
-(``../shared/data/traces/alibaba-gpu-v2025-dlrm``): the busiest hour of HN (GPU) instance creations, each
+(``data/traces/alibaba-gpu-v2025-dlrm``): the busiest hour of HN (GPU) instance creations, each
 creation (a serving scale-up, i.e. demand arriving) becoming ``REQUESTS_PER_CREATION`` requests spread
 uniformly over that trace minute, on top of a steady background of ``BACKGROUND_RPS`` requests a second.
 
@@ -40,7 +40,7 @@ from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup
 
 REPO = Path(__file__).resolve().parent.parent
-TRACE = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
+TRACE = REPO / "data" / "traces" / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
 START, END = "<!-- endpoints:start -->", "<!-- endpoints:end -->"
 
 STEP_S = 0.5

@@ -32,7 +32,7 @@ from bench.png import BLACK, GREY, Canvas
 from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
-TRACES = REPO.parent / "shared" / "data" / "traces"
+TRACES = REPO / "data" / "traces"
 TRACE_DIR = TRACES / "alibaba-gpu-v2023"
 PUBLISHED_DIR = TRACES / "fgd-atc23"
 NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"

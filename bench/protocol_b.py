@@ -25,7 +25,7 @@ from bench.png import BLACK, GREY, Canvas
 from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_PODS = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+DEFAULT_PODS = REPO / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 CACHE_DIR = REPO / "bench" / ".cache"
 PLOT = REPO / "bench" / "plots" / "protocol_b.png"
 BENCHMARKS = REPO / "BENCHMARKS.md"

@@ -42,7 +42,7 @@ from bench import report
 from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
-TRACES = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023"
+TRACES = REPO / "data" / "traces" / "alibaba-gpu-v2023"
 NODES = TRACES / "openb_node_list_gpu_node.csv"
 PODS = TRACES / "openb_pod_list_default.csv"
 CACHE_DIR = REPO / "bench" / ".cache"

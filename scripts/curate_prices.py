@@ -1,6 +1,6 @@
 """Curate the published GPU price files into the data the package ships.
 
-Reads ``../shared/data/prices`` (the raw SkyPilot catalog extracts and the AWS Spot Advisor data, see its
+Reads ``data/prices`` (the raw SkyPilot catalog extracts and the AWS Spot Advisor data, see its
 README) and writes ``src/scalar/providers/catalog/data/``: one CSV per source with the columns the loader
 reads, rows in source order, values verbatim (no price is changed here: every anomaly is detected and
 flagged at load time, where tests pin it), plus ``manifest.json`` recording each source's SHA-256 and
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "prices"
+DEFAULT_SOURCE = REPO / "data" / "prices"
 DEFAULT_OUT = REPO / "src" / "scalar" / "providers" / "catalog" / "data"
 
 # curated file -> (source file, where the source came from, columns kept in this order)

@@ -15,7 +15,7 @@ pytest_plugins = ["tests.dbfixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-SHARED = REPO.parent / "shared"
+DATA = REPO / "data"  # the traces and published prices kept in the repository (data/README.md)
 
 # HYPOTHESIS_PROFILE=thorough for long local runs; CI uses the default profile.
 settings.register_profile(

@@ -38,7 +38,7 @@ from scalar.providers.catalog.outliers import PricePoint, flag_price_outliers
 from scalar.providers.catalog.records import PriceRow
 from scalar.providers.catalog.rules import is_usual_gpu_count, judge_row
 from scalar.providers.catalog.sources import PROVIDER_FILES, SPOT_ADVISOR_FILE
-from tests.conftest import REPO, SHARED
+from tests.conftest import DATA, REPO
 
 DOC = REPO / "docs" / "prices.md"
 # The Spot Advisor buckets and the probability the catalog uses for each (docs/prices.md).
@@ -544,7 +544,7 @@ def test_loading_is_cached_deterministic_and_fast() -> None:
 
 
 def test_curation_script_regenerates_the_packaged_data_byte_for_byte(tmp_path: Path) -> None:
-    source = SHARED / "data" / "prices"
+    source = DATA / "prices"
     assert source.is_dir(), f"the published prices are expected at {source}"
     done = subprocess.run(
         [

@@ -10,9 +10,9 @@ from bench.protocol_b import END, START, plot, render, verdicts, write_section
 
 from scalar.sim.dynamic.workload import WindowOptions
 from scalar.sim.protocol_b import ProtocolBOptions, run_protocol_b
-from tests.conftest import SHARED
+from tests.conftest import DATA
 
-PODS = SHARED / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+PODS = DATA / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 
 
 @pytest.fixture(scope="module")

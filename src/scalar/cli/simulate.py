@@ -22,12 +22,12 @@ from scalar.sim.metrics import REPORTED_POINTS
 from scalar.sim.policies import DEFAULT_POLICY, POLICIES
 from scalar.sim.policies.base import TIE_BREAKS
 from scalar.sim.protocol_a import DEFAULT_RATIO, RNG_NAME, Summary, run_seeds
-from scalar.sim.traces import read_nodes, read_pods
+from scalar.sim.traces import checkout_trace_dir, read_nodes, read_pods
 
-REPO = Path(__file__).resolve().parents[3]
-TRACE_DIR = REPO.parent / "shared" / "data" / "traces" / "alibaba-gpu-v2023"
-DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
-DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv"
+TRACE_DIR = checkout_trace_dir()
+DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv" if TRACE_DIR else None
+DEFAULT_PODS = TRACE_DIR / "openb_pod_list_default.csv" if TRACE_DIR else None
+DEFAULT_NOTE = "data/traces/alibaba-gpu-v2023/ of a source checkout"
 DEFAULT_SEEDS = "42-51"
 MAX_SEEDS = 1000
 
@@ -74,14 +74,15 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _trace_path(given: Path | None, default: Path, option: str) -> Path:
+def _trace_path(given: Path | None, default: Path | None, option: str) -> Path:
     if given is not None:
         return given
-    if default.exists():
+    if default is not None and default.exists():
         return default
     fail(
-        f"no {option} given and the default trace file {default} does not exist; "
-        f"pass {option} PATH (an Alibaba cluster-trace-gpu-v2023 CSV)"
+        f"no {option} given, and the default trace ({DEFAULT_NOTE}) is not here: the traces ship with the "
+        f"source repository, not the installed package; pass {option} PATH (an Alibaba "
+        "cluster-trace-gpu-v2023 CSV), or run from a clone of the repository"
     )
 
 
@@ -163,12 +164,12 @@ def _print_table(data: dict[str, Any]) -> None:
 @user_errors
 def fgd_command(
     nodes: Path | None = typer.Option(
-        None, "--nodes", help=f"Node list CSV (sn,cpu_milli,memory_mib,gpu,model). Default: {DEFAULT_NODES}"
+        None, "--nodes", help=f"Node list CSV (sn,cpu_milli,memory_mib,gpu,model). Default: {DEFAULT_NOTE}"
     ),
     pods: Path | None = typer.Option(
         None,
         "--pods",
-        help=f"Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]). Default: {DEFAULT_PODS}",
+        help=f"Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]). Default: {DEFAULT_NOTE}",
     ),
     policy: str = typer.Option(DEFAULT_POLICY, "--policy", help=f"One of: {', '.join(POLICIES)}."),
     seeds: str = typer.Option(DEFAULT_SEEDS, "--seeds", help="A range (42-51) or a list (42,43)."),

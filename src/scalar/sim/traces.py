@@ -20,6 +20,20 @@ from scalar.domain.errors import DomainError
 
 GPU_MILLI = 1000
 
+
+def checkout_trace_dir(name: str = "alibaba-gpu-v2023") -> Path | None:
+    """The trace folder ``data/traces/<name>`` of a source checkout, or None outside one.
+
+    The traces are kept in the repository's top-level ``data/`` folder (their upstream terms allow use for
+    research or study; data/README.md) and are not part of the installed package, so an installed
+    ``scalar`` finds them only when it runs from a checkout (``pip install -e .``).
+    """
+    root = Path(__file__).resolve().parents[3]
+    folder = root / "data" / "traces" / name
+    if (root / "pyproject.toml").is_file() and folder.is_dir():
+        return folder
+    return None
+
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 POD_OPTIONAL_COLUMNS = ("gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
