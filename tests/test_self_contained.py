@@ -49,7 +49,9 @@ def test_a_copy_with_nothing_beside_it_runs_the_data_tests_and_simulate(tmp_path
     alone = tmp_path / "empty"
     alone.mkdir()
     copy = copy_checkout(alone)
-    assert not (copy.parent / "shared").exists() and sorted(p.name for p in alone.iterdir()) == ["scalar-clone"]
+    assert not (copy.parent / "shared").exists() and sorted(p.name for p in alone.iterdir()) == [
+        "scalar-clone"
+    ]
     assert (copy / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv").is_file()
     env = {**os.environ, "PYTHONPATH": str(copy / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -76,7 +78,18 @@ def test_a_copy_with_nothing_beside_it_runs_the_data_tests_and_simulate(tmp_path
     assert " passed" in tests.stdout and "skipped" not in tests.stdout, tests.stdout[-2000:]
 
     simulate = subprocess.run(
-        [sys.executable, "-m", "scalar", "simulate", "fgd", "--policy", "best-fit", "--seeds", "42", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "scalar",
+            "simulate",
+            "fgd",
+            "--policy",
+            "best-fit",
+            "--seeds",
+            "42",
+            "--json",
+        ],
         cwd=copy,
         env=env,
         capture_output=True,

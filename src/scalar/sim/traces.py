@@ -34,6 +34,7 @@ def checkout_trace_dir(name: str = "alibaba-gpu-v2023") -> Path | None:
         return folder
     return None
 
+
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 POD_OPTIONAL_COLUMNS = ("gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
