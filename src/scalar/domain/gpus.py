@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum, StrEnum
 
-from scalar.domain.errors import InvalidSpecError
+from scalar.domain.errors import InvalidSpecError, UnknownGpuModelError
 from scalar.domain.money import to_decimal
 from scalar.domain.reasons import Reason
 
@@ -154,6 +154,134 @@ RTXA6000 = GpuModel("RTXA6000", "NVIDIA RTX A6000", 48, _A, ("A6000",))
 A100_80GB = GpuModel("A100-80GB", "NVIDIA A100 80GB PCIe", 80, _A)
 A100_80GB_SXM = GpuModel("A100-80GB-SXM", "NVIDIA A100-SXM4-80GB", 80, _A)
 H200 = GpuModel("H200", "NVIDIA H200", 141, _H, ("H200-SXM",))
+
+# ---------------------------------------------------------------------------------------------- throughput
+#
+# How fast a model runs a job, relative to the reference model. The measure is the peak *dense* FP16 Tensor
+# Core rate with FP32 accumulate (what mixed-precision training runs, PyTorch AMP / cuBLAS), in TFLOPS, as
+# NVIDIA's datasheets and architecture whitepapers print it, without sparsity. Where a datasheet prints only
+# a sparse or an FP8/FP4 headline, the dense FP16 rate is derived from it (halved per step) and the entry
+# says so; GeForce and some Ada cards run FP32 accumulate at half their FP16-accumulate rate, and the table
+# uses the FP32-accumulate figure. GPUs without tensor cores (K80, M60, P100, MI25) count their best FP16
+# (or FP32) vector rate. Peak rates overstate the gap between generations for memory-bound work; they are a
+# published, reproducible upper bound on it. docs/gpus.md lists the sources.
+#
+# The reference is the A100 (40 GB): the Alibaba openb trace records no GPU a pod ran on, and 71% of its
+# cluster's GPUs (4,392 of 6,212 in openb_node_list_gpu_node.csv) are the undisclosed ``G2``, which the
+# simulator reads as an A100 40 GB (sim/dynamic/mapping.py); a trace pod's duration is best read as A100 time.
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """A model's peak dense FP16 tensor rate (FP32 accumulate) and where the number comes from."""
+
+    tflops: float
+    source: str
+
+
+REFERENCE_GPU_MODEL = "A100"
+
+GPU_THROUGHPUT: Mapping[str, Throughput] = {
+    "K80": Throughput(4.37, "Tesla K80 datasheet: 8.73 FP32 TFLOPS per board of 2 GPUs (no FP16 path)"),
+    "M60": Throughput(4.83, "Tesla M60 datasheet: 9.65 FP32 TFLOPS per board of 2 GPUs (no FP16 path)"),
+    "P100": Throughput(18.7, "Tesla P100 PCIe datasheet: 18.7 FP16 TFLOPS (no tensor cores)"),
+    "MI25": Throughput(24.6, "AMD Radeon Instinct MI25 datasheet: 24.6 FP16 TFLOPS (packed math)"),
+    "T4": Throughput(65.0, "T4 datasheet: 65 FP16 mixed-precision Tensor TFLOPS"),
+    "T4g": Throughput(65.0, "T4 datasheet (AWS g5g carries the T4)"),
+    "V100": Throughput(125.0, "V100 datasheet: 125 Tensor TFLOPS (SXM2)"),
+    "V100-32GB": Throughput(125.0, "V100 datasheet: 125 Tensor TFLOPS (SXM2, 32 GB)"),
+    "A10": Throughput(125.0, "A10 datasheet: 125 | 250* FP16 Tensor TFLOPS (* sparse)"),
+    "A10G": Throughput(
+        125.0, "assumed equal to the A10: AWS's variant of the GA102 A10 has no published rate"
+    ),
+    "RTXA4000": Throughput(76.7, "RTX A4000 datasheet: 153.4 Tensor TFLOPS sparse, halved"),
+    "RTXA4500": Throughput(94.6, "RTX A4500 datasheet: 189.2 Tensor TFLOPS sparse, halved"),
+    "RTXA5000": Throughput(111.1, "RTX A5000 datasheet: 222.2 Tensor TFLOPS sparse, halved"),
+    "RTXA6000": Throughput(154.8, "RTX A6000 datasheet: 309.7 Tensor TFLOPS sparse, halved"),
+    "A40": Throughput(149.7, "A40 datasheet: 149.7 | 299.4* FP16 Tensor TFLOPS"),
+    "RTX3090": Throughput(
+        71.0, "Ampere GA102 whitepaper: RTX 3090 FP16 Tensor with FP32 accumulate 71 | 142*"
+    ),
+    "A100": Throughput(312.0, "A100 datasheet: 312 | 624* FP16 Tensor TFLOPS"),
+    "A100-80GB": Throughput(312.0, "A100 datasheet: 312 | 624* FP16 Tensor TFLOPS (80 GB)"),
+    "L4": Throughput(121.0, "L4 datasheet: 242* FP16 Tensor TFLOPS sparse, halved"),
+    "L40": Throughput(181.0, "L40 datasheet: FP16 Tensor with FP32 accumulate 181 | 362*"),
+    "L40S": Throughput(362.0, "L40S datasheet: 362 | 733* FP16 Tensor TFLOPS"),
+    "RTX4090": Throughput(165.2, "Ada whitepaper: RTX 4090 FP16 Tensor with FP32 accumulate 165.2 | 330.4*"),
+    "RTX6000Ada": Throughput(
+        182.1, "assumed as the L40 (same AD102 chip): the datasheet prints only 1,457* FP8 TFLOPS (sparse)"
+    ),
+    "RTX4000-Ada": Throughput(
+        38.4,
+        "RTX 4000 Ada datasheet: 306.8* FP8 TFLOPS (sparse) / 4 = FP16, halved for FP32 accumulate as the L40",
+    ),
+    "RTX2000-Ada": Throughput(
+        24.0,
+        "RTX 2000 Ada datasheet: 191.9* FP8 TFLOPS (sparse) / 4 = FP16, halved for FP32 accumulate as the L40",
+    ),
+    "RTX5090": Throughput(
+        209.5, "RTX Blackwell whitepaper: RTX 5090 FP16 Tensor with FP32 accumulate 209.5 | 419*"
+    ),
+    "H100": Throughput(989.0, "H100 datasheet: 989 | 1,979* FP16 Tensor TFLOPS (SXM; PCIe 756, NVL 835)"),
+    "H200": Throughput(989.0, "H200 datasheet: 989 | 1,979* FP16 Tensor TFLOPS (SXM)"),
+    "B200": Throughput(2250.0, "HGX B200 datasheet: 36* PFLOPS FP16 for 8 GPUs (sparse), halved per GPU"),
+    "B300": Throughput(2250.0, "assumed equal to the B200: HGX B300 gains FP4, not FP16, throughput"),
+}
+
+# The Alibaba openb trace's GPU codes -> the model whose rate stands for them (as sim/dynamic/mapping.py
+# maps them). G1, G2 and G3 are undisclosed; G1 is on no node and in no pod of openb, so it has no rate.
+TRACE_GPU_MODELS: Mapping[str, str] = {
+    "T4": "T4",
+    "P100": "P100",
+    "V100M16": "V100",
+    "V100M32": "V100-32GB",
+    "A10": "A10",
+    "G2": "A100",
+    "G3": "A100-80GB",
+}
+
+
+def relative_throughput(model: str) -> float:
+    """How many reference-model (A100) GPU-hours of work one GPU-hour of ``model`` does.
+
+    ``model`` is a canonical name, an alias, a RunPod id or a trace code (``V100M32``), any case. An unknown
+    model raises :class:`UnknownGpuModelError` naming the known ones.
+    """
+    key = _throughput_key(model)
+    return GPU_THROUGHPUT[key].tflops / GPU_THROUGHPUT[REFERENCE_GPU_MODEL].tflops
+
+
+def _throughput_key(model: str) -> str:
+    cleaned = model.strip()
+    by_upper = {name.upper(): name for name in GPU_THROUGHPUT}
+    trace = {code.upper(): name for code, name in TRACE_GPU_MODELS.items()}
+    upper = cleaned.upper()
+    if upper in trace:
+        return trace[upper]
+    if upper in by_upper:
+        return by_upper[upper]
+    found = find_model(cleaned)
+    if found is not None:
+        for name in found[0].names:
+            key = _THROUGHPUT_ALIASES.get(name.upper(), name.upper())
+            if key in by_upper:
+                return by_upper[key]
+    if upper in _THROUGHPUT_ALIASES:
+        return by_upper[_THROUGHPUT_ALIASES[upper]]
+    raise UnknownGpuModelError(model, tuple(GPU_THROUGHPUT))
+
+
+_THROUGHPUT_ALIASES: dict[str, str] = {
+    "H100-SXM": "H100",
+    "H100-NVL": "H100",
+    "H100-MEGA": "H100",
+    "H200-SXM": "H200",
+    "A100-80GB-SXM": "A100-80GB",
+    "RTX6000-ADA": "RTX6000ADA",
+    "A6000": "RTXA6000",
+    "A4000": "RTXA4000",
+    "RADEON MI25": "MI25",
+}
 
 # ---------------------------------------------------------------------------------------------- groups
 
