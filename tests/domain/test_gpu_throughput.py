@@ -25,7 +25,9 @@ def test_every_model_has_a_positive_rate_and_a_source(model: str) -> None:
     rate = relative_throughput(model)
     assert math.isfinite(rate) and rate > 0
     assert rate == GPU_THROUGHPUT[model].tflops / GPU_THROUGHPUT["A100"].tflops
-    assert GPU_THROUGHPUT[model].source.strip()
+    assert (
+        GPU_THROUGHPUT[model].source.strip() and "|" not in GPU_THROUGHPUT[model].source
+    )  # a docs table cell
 
 
 def test_generations_rank_as_their_datasheets() -> None:

@@ -351,8 +351,8 @@ def device_memory_gb(name: str, model: GpuModel) -> int:
 # Core rate with FP32 accumulate (what mixed-precision training runs, PyTorch AMP / cuBLAS), in TFLOPS, as
 # NVIDIA's datasheets and architecture whitepapers print it, without sparsity (``*`` marks a sparse figure).
 # Where a datasheet prints only a sparse or an FP8 headline, the dense FP16 rate is derived from it (halved per
-# step) and the entry says so; GeForce cards and the L40 run FP32 accumulate at half their FP16-accumulate
-# rate, and the table uses the FP32-accumulate figure. GPUs without tensor cores (K80, M60, P100, MI25) count
+# step) and the entry says so; GeForce cards run FP32 accumulate at half their FP16-accumulate rate, and
+# the table uses the FP32-accumulate figure. GPUs without tensor cores (K80, M60, P100, MI25) count
 # their best FP16 (or FP32) vector rate. Peak rates overstate the gap between generations for memory-bound
 # work; they are a published, reproducible upper bound on it. docs/gpus.md lists the sources.
 #
@@ -382,7 +382,7 @@ GPU_THROUGHPUT: Mapping[str, Throughput] = MappingProxyType(
         "T4g": Throughput(65.0, "T4 datasheet (AWS g5g carries the T4)"),
         "V100": Throughput(125.0, "V100 datasheet: 125 Tensor TFLOPS (SXM2)"),
         "V100-32GB": Throughput(125.0, "V100 datasheet: 125 Tensor TFLOPS (SXM2, 32 GB)"),
-        "A10": Throughput(125.0, "A10 datasheet: 125 | 250* FP16 Tensor TFLOPS (* sparse)"),
+        "A10": Throughput(125.0, "A10 datasheet: 125 / 250* FP16 Tensor TFLOPS (* sparse)"),
         "A10G": Throughput(
             125.0, "assumed equal to the A10: AWS's variant of the GA102 A10 has no published rate"
         ),
@@ -390,35 +390,33 @@ GPU_THROUGHPUT: Mapping[str, Throughput] = MappingProxyType(
         "RTXA4500": Throughput(94.6, "RTX A4500 datasheet: 189.2 Tensor TFLOPS sparse, halved"),
         "RTXA5000": Throughput(111.1, "RTX A5000 datasheet: 222.2 Tensor TFLOPS sparse, halved"),
         "RTXA6000": Throughput(154.8, "RTX A6000 datasheet: 309.7 Tensor TFLOPS sparse, halved"),
-        "A40": Throughput(149.7, "A40 datasheet: 149.7 | 299.4* FP16 Tensor TFLOPS"),
+        "A40": Throughput(149.7, "A40 datasheet: 149.7 / 299.4* FP16 Tensor TFLOPS"),
         "RTX3090": Throughput(
-            71.0, "Ampere GA102 whitepaper: RTX 3090 FP16 Tensor with FP32 accumulate 71 | 142*"
+            71.0, "Ampere GA102 whitepaper: RTX 3090 FP16 Tensor with FP32 accumulate 71 / 142*"
         ),
-        "A100": Throughput(312.0, "A100 datasheet: 312 | 624* FP16 Tensor TFLOPS"),
-        "A100-80GB": Throughput(312.0, "A100 datasheet: 312 | 624* FP16 Tensor TFLOPS (80 GB)"),
+        "A100": Throughput(312.0, "A100 datasheet: 312 / 624* FP16 Tensor TFLOPS"),
+        "A100-80GB": Throughput(312.0, "A100 datasheet: 312 / 624* FP16 Tensor TFLOPS (80 GB)"),
         "L4": Throughput(121.0, "L4 datasheet: 242* FP16 Tensor TFLOPS sparse, halved"),
-        "L40": Throughput(181.0, "L40 datasheet: FP16 Tensor with FP32 accumulate 181 | 362*"),
-        "L40S": Throughput(362.0, "L40S datasheet: 362 | 733* FP16 Tensor TFLOPS"),
+        "L40": Throughput(181.05, "L40 datasheet: 181.05 / 362.1* FP16 Tensor TFLOPS (724* FP8)"),
+        "L40S": Throughput(362.05, "L40S datasheet: 362.05 / 733* FP16 Tensor TFLOPS (1,466* FP8)"),
         "RTX4090": Throughput(
-            165.2, "Ada whitepaper: RTX 4090 FP16 Tensor with FP32 accumulate 165.2 | 330.4*"
+            165.2, "Ada whitepaper: RTX 4090 FP16 Tensor with FP32 accumulate 165.2 / 330.4*"
         ),
         "RTX6000Ada": Throughput(
-            182.1,
-            "assumed as the L40 (same AD102 chip): the datasheet prints only 1,457* FP8 TFLOPS (sparse)",
+            364.2,
+            "RTX 6000 Ada datasheet: 1,457* Tensor TFLOPS (FP8, sparse) / 4, as the L40's 724* FP8 is its 181 FP16",
         ),
         "RTX4000-Ada": Throughput(
-            38.4,
-            "RTX 4000 Ada datasheet: 306.8* FP8 TFLOPS (sparse) / 4 = FP16, halved for FP32 accumulate as the L40",
+            76.7, "RTX 4000 Ada datasheet: 306.8* Tensor TFLOPS (FP8, sparse) / 4, as for the RTX 6000 Ada"
         ),
         "RTX2000-Ada": Throughput(
-            24.0,
-            "RTX 2000 Ada datasheet: 191.9* FP8 TFLOPS (sparse) / 4 = FP16, halved for FP32 accumulate as the L40",
+            48.0, "RTX 2000 Ada datasheet: 191.9* Tensor TFLOPS (FP8, sparse) / 4, as for the RTX 6000 Ada"
         ),
         "RTX5090": Throughput(
-            209.5, "RTX Blackwell whitepaper: RTX 5090 FP16 Tensor with FP32 accumulate 209.5 | 419*"
+            209.5, "RTX Blackwell whitepaper: RTX 5090 FP16 Tensor with FP32 accumulate 209.5 / 419*"
         ),
-        "H100": Throughput(989.0, "H100 datasheet: 989 | 1,979* FP16 Tensor TFLOPS (SXM; PCIe 756, NVL 835)"),
-        "H200": Throughput(989.0, "H200 datasheet: 989 | 1,979* FP16 Tensor TFLOPS (SXM)"),
+        "H100": Throughput(989.0, "H100 datasheet: 989 / 1,979* FP16 Tensor TFLOPS (SXM; PCIe 756, NVL 835)"),
+        "H200": Throughput(989.0, "H200 datasheet: 989 / 1,979* FP16 Tensor TFLOPS (SXM)"),
         "B200": Throughput(2250.0, "HGX B200 datasheet: 36* PFLOPS FP16 for 8 GPUs (sparse), halved per GPU"),
         "B300": Throughput(2250.0, "assumed equal to the B200: HGX B300 gains FP4, not FP16, throughput"),
     }
