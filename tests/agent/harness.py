@@ -30,6 +30,23 @@ from tests.api.live_server import serve
 
 T = TypeVar("T")
 
+ROOT = Path(__file__).resolve().parents[2]
+# The agent and endpoint tests run jobs as the test's own user, without a sandbox, and let jobs import this
+# checkout (endpoint workers load tests.endpoints.handlers): the flags' environment variables, set for every
+# agent these tests start (directly, or through the bootstrap script, SSH or a pod). tests/security turns
+# isolation on with explicit flags.
+SAME_USER_ENV = {
+    "SCALAR_AGENT_JOB_USER": "same-user",
+    "SCALAR_AGENT_SANDBOX": "none",
+    "SCALAR_AGENT_PASS_ENV": "PYTHONPATH",
+    "PYTHONPATH": os.pathsep.join(
+        dict.fromkeys(
+            [str(ROOT / "src"), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+        )
+    ),
+}
+os.environ.update(SAME_USER_ENV)
+
 AGENT_SETTINGS: dict[str, Any] = {
     "tick_s": 0.2,
     "executor_interval_s": 0.05,

@@ -337,7 +337,7 @@ def run_up(settings: Any) -> int:
             demo.start()
             workers.append(demo)
             # a local node agent with fake GPUs, so jobs with a command run as processes (docs/agent.md)
-            local_agent = start_local_agent(control_plane, url, Path(settings.data_dir))
+            local_agent = start_local_agent(control_plane, url, Path(settings.data_dir), settings)
             for line in local_agent_lines(url, Path(settings.data_dir)):
                 say(line)
         while not stopper.event.wait(0.5):
