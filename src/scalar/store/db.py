@@ -100,7 +100,9 @@ def make_engine(url: str | URL, *, echo: bool = False, pool_size: int = 5) -> En
         if not in_memory and not database.startswith("file:"):
             directory = Path(database).expanduser().parent
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                if not directory.exists():
+                    directory.mkdir(parents=True, mode=0o700)
+                private_file(Path(database).expanduser())
             except OSError as exc:
                 raise DatabaseUnavailableError(
                     f"cannot create the data directory {directory}: {exc.strerror or exc}",
@@ -123,6 +125,14 @@ def make_engine(url: str | URL, *, echo: bool = False, pool_size: int = 5) -> En
         connect_args={"connect_timeout": 10},
         **common,
     )
+
+
+def private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (SQLite gives its -wal and -shm files the same
+    mode); an existing one is set to 0600. It holds token hashes, sealed secrets and every job's data."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:
