@@ -310,10 +310,13 @@ def run_agent(options: AgentOptions) -> int:
     for note in notes:
         log.warning("%s", note)
     if isolation.per_tenant and isolation.refuse is None:
-        probe = isolation.uid_range[0]
-        why = iso_mod.uid_cannot(os.path.realpath(sys.executable), probe, probe, os.R_OK | os.X_OK)
-        if why is not None:
-            log.warning("jobs that run SCALAR_PYTHON (endpoint workers) will fail: %s", why)
+        import scalar
+
+        probe = isolation.uid_range[0]  # any tenant uid: none owns these files
+        for path in (os.path.realpath(sys.executable), os.path.dirname(os.path.realpath(scalar.__file__))):
+            why = iso_mod.uid_cannot(path, probe, probe, os.R_OK | os.X_OK)
+            if why is not None:
+                log.warning("jobs that run SCALAR_PYTHON (endpoint workers) will fail: %s", why)
     node = NodeAgent(options)
     signal.signal(signal.SIGTERM, lambda *_: node.stop())
     signal.signal(signal.SIGINT, lambda *_: node.stop())

@@ -169,7 +169,7 @@ class Runner:
             why = iso_mod.uid_cannot(str(workdir), uid, gid, os.R_OK | os.X_OK)
             if why is not None:
                 return f"workdir {workdir} is not readable by the job's uid {uid}: {why}"
-        elif self.isolation.sandbox == "none":
+        if self.isolation.sandbox == "none":
             why = iso_mod.uid_cannot(home, uid, gid, os.R_OK | os.W_OK | os.X_OK)
             if why is not None:
                 return (
