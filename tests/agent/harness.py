@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 import uvicorn
 
 from scalar.api.app import create_app
@@ -33,8 +34,8 @@ T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 # The agent and endpoint tests run jobs as the test's own user, without a sandbox, and let jobs import this
 # checkout (endpoint workers load tests.endpoints.handlers): the flags' environment variables, set for every
-# agent these tests start (directly, or through the bootstrap script, SSH or a pod). tests/security turns
-# isolation on with explicit flags.
+# agent these tests start (directly, or through the bootstrap script or a pod) by the autouse fixture of
+# tests/agent/conftest.py and tests/endpoints/conftest.py. tests/security turns isolation on with flags.
 SAME_USER_ENV = {
     "SCALAR_AGENT_JOB_USER": "same-user",
     "SCALAR_AGENT_SANDBOX": "none",
@@ -45,7 +46,13 @@ SAME_USER_ENV = {
         )
     ),
 }
-os.environ.update(SAME_USER_ENV)
+
+
+@pytest.fixture
+def same_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SAME_USER_ENV.items():
+        monkeypatch.setenv(name, value)
+
 
 AGENT_SETTINGS: dict[str, Any] = {
     "tick_s": 0.2,

@@ -4,9 +4,14 @@ and the settings and flags that choose them. The real processes are in tests/sec
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import stat
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -15,9 +20,10 @@ from hypothesis import strategies as st
 
 from scalar.agent import isolation as iso
 from scalar.agent.__main__ import parse
-from scalar.agent.runner import Runner
+from scalar.agent.runner import Entry, Runner
 from scalar.cli.agent import local_agent_env, local_isolation_args
 from scalar.runtime import SettingsError, load_settings
+from tests.agent.harness import wait_until
 
 
 @given(st.text(min_size=1, max_size=40), st.integers(1000, 10**6), st.integers(0, 10**5))
@@ -264,3 +270,36 @@ def test_the_demo_agent_gets_a_scrubbed_environment_and_falls_back_to_same_user_
     args, warning = local_isolation_args(settings, euid=0)
     assert args[:4] == ["--job-user", "per-tenant", "--sandbox", "auto"] and warning is None
     assert args[-2:] == ["--log-max-bytes-per-attempt", str(64 * 2**20)]
+
+
+def test_an_assignment_whose_shim_never_got_its_environment_is_started_again(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    runner = Runner(state, base_env={})
+    directory = state / "assignments" / "job-1_1"
+    directory.mkdir()
+    (directory / "spec.json").write_text(json.dumps({"argv": ["true"], "cwd": str(tmp_path)}))
+    # the agent died before it wrote the environment: the shim gets an empty stdin and leaves no trace
+    shim = subprocess.run([sys.executable, "-m", "scalar.agent.shim", str(directory)], input=b"", timeout=60)
+    assert shim.returncode == 2
+    assert not (directory / "shim.pid").exists() and not (directory / "exit.json").exists()
+    runner.entries["job-1:1"] = Entry("job-1:1", str(directory), time.time())
+    runner.save()
+
+    again = Runner(state, base_env={})  # the restarted agent forgets it ...
+    assert not again.has("job-1:1") and not directory.exists()
+    # ... and starts it from the next heartbeat reply, which carries the environment again
+    check = "import os, sys; sys.exit(0 if os.environ['S'].endswith('-7f3a') else 3)"
+    again.start(
+        {"assignment_id": "job-1:1", "job_id": "job-1", "attempt": 1, "argv": [sys.executable, "-c", check]}
+        | {"env": {"S": "sealed-7f3a"}}
+    )
+    report = wait_until(
+        lambda: (r := again.report(again.entries["job-1:1"]))["state"] == "exited" and r, 60, "the job"
+    )
+    assert report["exit_code"] == 0
+    spec = json.loads((directory / "spec.json").read_text())
+    assert "env" not in spec
+    for path in [state, *state.rglob("*")]:
+        assert path.is_dir() or b"sealed-7f3a" not in path.read_bytes(), path
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"

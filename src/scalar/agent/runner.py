@@ -268,7 +268,8 @@ class Runner:
             self.save()
             return
         self.save()  # journalled before the process exists: a crash now leaves no unknown process
-        with open(directory / "shim.err", "ab") as err_file:
+        err_fd = os.open(directory / "shim.err", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(err_fd, "ab") as err_file:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "scalar.agent.shim", str(directory)],
                 stdin=subprocess.PIPE,
