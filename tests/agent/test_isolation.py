@@ -122,13 +122,16 @@ def test_the_bwrap_command_line() -> None:
     ]  # fmt: skip
     # the job keeps the host network and its session (the shim signals its process group)
     assert not {"--unshare-all", "--unshare-net", "--new-session", "--share-net"} & set(argv)
-    with_workdir = iso.bwrap_prefix("bwrap", home="/h", workdir="/data/run", hidden=[], gpu_indices=[])
-    assert with_workdir[-9:] == [
-        "--bind", "/data/run", "/data/run",
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--chdir", "/data/run",
-        "--",
+    with_workdir = iso.bwrap_prefix(
+        "bwrap", home="/h", workdir="/data", hidden=["/data/agent"], gpu_indices=[]
+    )
+    at = with_workdir.index("--bind")
+    assert with_workdir[at : at + 8] == [
+        "--bind", "/data", "/data",  # the workdir first ...
+        "--tmpfs", "/data/agent",  # ... so a hidden path inside it stays hidden
+        "--bind", "/h", "/tmp",
     ]  # fmt: skip
+    assert with_workdir[-3:] == ["--chdir", "/data", "--"]
 
 
 def test_the_launch_drops_to_the_tenant_uid_inside_bwrap_or_directly() -> None:

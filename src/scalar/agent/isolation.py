@@ -225,20 +225,20 @@ def bwrap_prefix(
 ) -> list[str]:
     """bubblewrap's options, up to ``--``: the host's root read-only, a private ``/dev`` with the NVIDIA
     control devices and the job's own ``/dev/nvidiaN``, a private ``/proc`` (its pid namespace), the
-    job's directory as ``/tmp``, ``hidden`` paths replaced by empty ones, and the job's ``workdir`` (if it
-    gave one) writable where it is. Not ``--unshare-all`` (the job keeps the host network: its ports, and
+    job's directory as ``/tmp``, the job's ``workdir`` (if it gave one) writable where it is, and ``hidden``
+    paths replaced by empty ones (after the workdir: a workdir above one does not show it). Not ``--unshare-all`` (the job keeps the host network: its ports, and
     endpoint workers calling the controller), not ``--new-session`` (the shim stops the job's process
     group)."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for device in (*NVIDIA_SHARED_DEVICES, *(f"/dev/nvidia{int(i)}" for i in gpu_indices)):
         argv += ["--dev-bind-try", device, device]
+    if workdir:  # before the hidden paths, so a workdir above one of them does not bring it back
+        argv += ["--bind", workdir, workdir]
     for path in hidden:
         argv += ["--tmpfs", path]
     argv += ["--bind", home, SANDBOX_TMP]
     for path in MPS_DIRS:
         argv += ["--bind-try", path, path]
-    if workdir:
-        argv += ["--bind", workdir, workdir]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--chdir", workdir or SANDBOX_TMP, "--"]
     return argv
 
