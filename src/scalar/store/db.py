@@ -100,14 +100,21 @@ def make_engine(url: str | URL, *, echo: bool = False, pool_size: int = 5) -> En
         if not in_memory and not database.startswith("file:"):
             directory = Path(database).expanduser().parent
             try:
-                if not directory.exists():
-                    directory.mkdir(parents=True, mode=0o700)
-                private_file(Path(database).expanduser())
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new one is private
             except OSError as exc:
                 raise DatabaseUnavailableError(
                     f"cannot create the data directory {directory}: {exc.strerror or exc}",
                     "choose a writable --data-dir, or set SCALAR_DATABASE_URL",
                 ) from exc
+            path = Path(database).expanduser()
+            if not path.is_dir():  # (a directory is refused when SQLite opens it, with its own message)
+                try:
+                    private_file(path)
+                except OSError as exc:
+                    raise DatabaseUnavailableError(
+                        f"cannot create the database file {path}: {exc.strerror or exc}",
+                        "choose a writable --data-dir, or set SCALAR_DATABASE_URL",
+                    ) from exc
         if in_memory:
             # One shared connection, so every transaction sees the same database: single-threaded use only.
             common["poolclass"] = StaticPool
