@@ -306,3 +306,21 @@ def test_an_assignment_whose_shim_never_got_its_environment_is_started_again(tmp
         assert path.is_dir() or b"sealed-7f3a" not in path.read_bytes(), path
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"
+
+
+def test_an_older_agents_spec_with_the_environment_is_sealed_on_restart(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    directory = state / "assignments" / "job-1_1"
+    directory.mkdir(parents=True)
+    old_spec = {
+        "argv": ["sleep", "60"],
+        "env": {"TOKEN": "secret-9d2c", "CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b"},
+    }
+    (directory / "spec.json").write_text(json.dumps(old_spec))
+    (directory / "exit.json").write_text(json.dumps({"exit_code": 0, "finished_at": time.time()}))
+    journal = {"assignments": [{"assignment_id": "job-1:1", "directory": str(directory), "started_at": 1.0}]}
+    (state / "journal.json").write_text(json.dumps(journal))
+    runner = Runner(state, base_env={})
+    assert runner.has("job-1:1") and runner.entries["job-1:1"].gpu_uuids == ["GPU-a", "GPU-b"]
+    assert b"secret-9d2c" not in (directory / "spec.json").read_bytes()
+    assert json.loads((directory / "spec.json").read_text())["gpu_uuids"] == ["GPU-a", "GPU-b"]

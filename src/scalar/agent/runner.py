@@ -117,6 +117,8 @@ class Runner:
             self.entries[entry.assignment_id] = entry
         for entry in list(self.entries.values()):
             self._adopt(entry)
+            if entry.assignment_id in self.entries:
+                _seal_spec(entry)
         self.save()
 
     def save(self) -> None:
@@ -473,6 +475,23 @@ def _gpus_of(entry: Entry) -> list[str]:
     except (OSError, ValueError):
         return []
     return [str(u) for u in spec.get("gpu_uuids") or []]
+
+
+def _seal_spec(entry: Entry) -> None:
+    """A ``spec.json`` written by an older agent held the job's environment: keep its GPUs in the journal
+    and rewrite it without the environment (its running shim read it long ago)."""
+    path = Path(entry.directory) / "spec.json"
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if "env" not in spec:
+        return
+    env = spec.pop("env") or {}
+    if not entry.gpu_uuids:
+        entry.gpu_uuids = [u for u in str(env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if u]
+    spec.setdefault("gpu_uuids", entry.gpu_uuids)
+    write_json(path, spec)
 
 
 def _read_int(path: Path) -> int | None:
