@@ -312,6 +312,9 @@ def test_without_a_sandbox_tenant_uids_still_keep_a_job_out_of_the_agent_and_oth
             assert f"UID {uid} {uid}" in output
             home = json.loads(output.split("MY-ENV ", 1)[1].splitlines()[0])["HOME"]
             assert home == str(state / "jobs" / f"{attacker}_1")  # its own private directory
+            # deleted once the attempt has ended and its output reached the controller
+            wait_until(lambda: not Path(home).exists(), 30, "its private directory to go")
+            assert (state / "jobs" / f"{victim}_1").is_dir()  # the running one's stays
         finally:
             node.stop()
             kill_tree_of(state)

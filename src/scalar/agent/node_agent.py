@@ -240,6 +240,7 @@ class NodeAgent:
             entry = self.runner.entries.get(aid)
             if entry is not None and entry.shipped >= int(report.get("log_bytes") or 0):
                 entry.acked = True  # the controller has its outcome and all of its output
+                self.runner.remove_home(entry)
         self.runner.save()
         return reply
 

@@ -302,6 +302,11 @@ class Runner:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(entry.shim_pid, signal.SIGTERM)
 
+    def remove_home(self, entry: Entry) -> None:
+        """Delete an ended job's private directory (what it left in its HOME and TMPDIR)."""
+        if entry.home and Path(entry.home).is_relative_to(self.homes):
+            shutil.rmtree(entry.home, ignore_errors=True)
+
     def reap(self) -> None:
         """Collect exited shims this process started (no zombies)."""
         alive = []
