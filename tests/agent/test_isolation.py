@@ -324,3 +324,25 @@ def test_an_older_agents_spec_with_the_environment_is_sealed_on_restart(tmp_path
     assert runner.has("job-1:1") and runner.entries["job-1:1"].gpu_uuids == ["GPU-a", "GPU-b"]
     assert b"secret-9d2c" not in (directory / "spec.json").read_bytes()
     assert json.loads((directory / "spec.json").read_text())["gpu_uuids"] == ["GPU-a", "GPU-b"]
+
+
+def test_scalar_agent_refuses_a_bad_isolation_flag_naming_it() -> None:
+    from typer.testing import CliRunner
+
+    from scalar.cli.main import app
+
+    runner = CliRunner()
+    for args, named in (
+        (["--job-user", "root"], "--job-user 'root': use per-tenant or same-user"),
+        (["--sandbox", "docker"], "--sandbox 'docker': use auto, bwrap or none"),
+        (["--uid-range", "5-10"], "--uid-range"),
+    ):
+        result = runner.invoke(app, ["agent", "--controller", "http://127.0.0.1:9", *args])
+        assert result.exit_code == 2 and named in result.output, result.output
+    bad = subprocess.run(
+        [sys.executable, "-m", "scalar.agent", "--controller", "http://127.0.0.1:9", "--uid-range", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "--uid-range" in bad.stderr
