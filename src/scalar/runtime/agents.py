@@ -130,10 +130,12 @@ class AgentService:
             self._box = SecretBox.load(self.settings.data_dir)
         return self._box
 
-    def _deliverable(self, spec: Mapping[str, Any]) -> Assignment:
+    def _deliverable(self, spec: Mapping[str, Any], *, with_env: bool = True) -> Assignment:
         """The stored assignment with its secret env values opened: only the agent's copy carries them
-        (the stored spec, the API, logs and the audit log keep them sealed)."""
-        return Assignment.model_validate({**spec, "env": open_env(spec.get("env"), self.secret_box())})
+        (the stored spec, the API, logs and the audit log keep them sealed). ``with_env`` False: an
+        assignment the agent reports it has started needs no environment again, so none is sent."""
+        env = open_env(spec.get("env"), self.secret_box()) if with_env else {}
+        return Assignment.model_validate({**spec, "env": env})
 
     # ---- join tokens ---------------------------------------------------------------------------------
 
@@ -349,7 +351,7 @@ class AgentService:
             done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
             if current and not row.cancel_requested:
                 if not done:
-                    desired.append(self._deliverable(row.spec))
+                    desired.append(self._deliverable(row.spec, with_env=seen is None))
             elif seen is not None and not done:
                 cancel.append(row.assignment_id)
         return HeartbeatReply(
