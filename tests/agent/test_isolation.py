@@ -179,6 +179,14 @@ def test_what_the_agent_resolves_and_says_at_start() -> None:
         iso.resolve("nobody", "auto", euid=0, bwrap=None)
 
 
+def test_a_root_agent_without_setpriv_cannot_run_per_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(iso.IsolationError, match="setpriv"):
+        iso.resolve("per-tenant", "none", euid=0, bwrap=None)
+    same, _ = iso.resolve("same-user", "none", euid=0, bwrap=None)
+    assert same.job_user == "same-user"
+
+
 def test_a_non_root_agent_refuses_tenant_jobs_with_the_reason(tmp_path: Path) -> None:
     refusing, _ = iso.resolve(None, "none", euid=1000, bwrap=None)
     runner = Runner(tmp_path / "state", base_env={}, isolation=refusing)

@@ -135,6 +135,12 @@ def resolve(
         )
     if sandbox == "bwrap" and euid != 0:
         raise IsolationError("--sandbox bwrap: needs the agent to run as root (bwrap drops to the job's uid)")
+    setpriv = shutil.which("setpriv")
+    if wanted == PER_TENANT and refuse is None and setpriv is None:
+        raise IsolationError(
+            "--job-user per-tenant: setpriv (util-linux) is not installed, so jobs cannot drop to their "
+            "tenant's uid; install util-linux or pass --job-user same-user"
+        )
     chosen = "bwrap" if sandbox == "bwrap" or (sandbox == "auto" and euid == 0 and bwrap) else "none"
     if wanted == SAME_USER:
         notes.append(
@@ -152,7 +158,7 @@ def resolve(
         uid_range=uid_range,
         refuse=refuse,
         bwrap=bwrap or "bwrap",
-        setpriv=shutil.which("setpriv") or "setpriv",
+        setpriv=setpriv or "setpriv",
         hidden=tuple(dict.fromkeys(str(Path(h).resolve()) for h in hidden)),
         pass_env=tuple(pass_env),
     )
