@@ -5,12 +5,14 @@ max_bytes_per_tenant`` per tenant (oldest finished jobs' output first) and nothi
 from __future__ import annotations
 
 import re
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scalar.agent.capped_log import CappedLog, truncation_note
 from scalar.runtime.agents import logs_to_prune
 from scalar.store import agents as repo
 from tests.agent.harness import Controller, agent, controller, kill_tree_of, wait_until
@@ -117,3 +119,26 @@ def test_pruning_keeps_running_jobs_fits_each_tenant_and_goes_oldest_first(
         pruned_by_size = [log for log in mine if log.job_id in doomed and log.last_at >= cutoff]
         for gone in pruned_by_size:
             assert all(log.last_at >= gone.last_at for log in kept if log.finished)
+
+
+@given(
+    st.binary(max_size=3000), st.one_of(st.none(), st.integers(1, 2000)), st.booleans(), st.integers(1, 700)
+)
+def test_reading_a_capped_log_in_chunks_gives_the_cap_then_the_note(
+    data: bytes, cap: int | None, ended: bool, chunk: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "output.log"
+        path.write_bytes(data)
+        log = CappedLog(path, cap, ended)
+        shipped, offset = b"", 0
+        while piece := log.read(offset, chunk):
+            assert len(piece) <= chunk
+            shipped += piece
+            offset += len(piece)
+        assert len(shipped) == log.length()
+        if cap is None or len(data) <= cap:
+            assert shipped == data
+        else:
+            assert shipped[:cap] == data[:cap]
+            assert shipped[cap:] == (truncation_note(cap, len(data) - cap) if ended else b"")

@@ -28,8 +28,9 @@ from typing import Any
 from scalar import __version__
 from scalar.agent import facts as facts_mod
 from scalar.agent import isolation as iso_mod
+from scalar.agent.capped_log import DEFAULT_LOG_MAX_BYTES
 from scalar.agent.controller_client import ControllerClient, ControllerRefused, ControllerUnreachable
-from scalar.agent.runner import DEFAULT_LOG_MAX_BYTES, Runner
+from scalar.agent.runner import Runner
 from scalar.agent.shim import private_dir, write_json
 from scalar.wire.agent import PROTOCOL
 

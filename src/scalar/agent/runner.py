@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from scalar.agent import isolation as iso_mod
+from scalar.agent.capped_log import DEFAULT_LOG_MAX_BYTES, CappedLog
 from scalar.agent.isolation import Isolation
 from scalar.agent.limits import group_rss_bytes, pid_alive, process_start_ticks
 from scalar.agent.shim import private_dir, write_json
@@ -39,19 +40,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SHIM_START_WAIT_S = 5.0
 PORT_TRIES = 200  # free ports tried per allocation before giving up (a port of another assignment is skipped)
 MIB_PER_GB = 1024
-DEFAULT_LOG_MAX_BYTES = 64 * 1024 * 1024  # [agents] log_max_bytes_per_attempt
 
 
 def _iso(epoch: float | None) -> str | None:
     return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
-
-
-def truncation_note(cap: int, dropped: int) -> bytes:
-    """The last line of a log cut at ``cap`` bytes."""
-    return (
-        f"\n[scalar: output truncated: this attempt's log stops at {cap} bytes "
-        f"([agents] log_max_bytes_per_attempt); {dropped} more bytes were dropped]\n"
-    ).encode()
 
 
 @dataclass
@@ -382,47 +374,16 @@ class Runner:
     def log_path(self, entry: Entry) -> Path:
         return Path(entry.directory) / "output.log"
 
-    def _log_size(self, entry: Entry) -> int:
-        try:
-            return self.log_path(entry).stat().st_size
-        except OSError:
-            return 0
-
-    def _note(self, entry: Entry) -> bytes:
-        """The truncation note of a finished assignment whose output passed the cap (else empty)."""
-        cap = self.log_max_bytes
-        size = self._log_size(entry)
-        if cap is None or size <= cap or not (Path(entry.directory) / "exit.json").is_file():
-            return b""
-        return truncation_note(cap, size - cap)
+    def capped_log(self, entry: Entry) -> CappedLog:
+        """Its output as shipped: at most ``log_max_bytes`` of it, then the truncation note once it ended."""
+        ended = (Path(entry.directory) / "exit.json").is_file()
+        return CappedLog(self.log_path(entry), self.log_max_bytes, ended)
 
     def log_bytes(self, entry: Entry) -> int:
-        """How many bytes of output there are to ship: at most the cap (while it runs), then the cap and
-        the truncation note (once it has finished)."""
-        size = self._log_size(entry)
-        cap = self.log_max_bytes
-        if cap is None or size <= cap:
-            return size
-        return cap + len(self._note(entry))
+        return self.capped_log(entry).length()
 
     def read_log(self, entry: Entry, offset: int, limit: int) -> bytes:
-        """The shippable output from ``offset``: the log up to the cap, then the truncation note."""
-        end = self.log_bytes(entry)
-        if offset >= end:
-            return b""
-        cap = self.log_max_bytes
-        size = self._log_size(entry)
-        file_end = size if cap is None else min(size, cap)
-        out = b""
-        if offset < file_end:
-            with open(self.log_path(entry), "rb") as f:
-                f.seek(offset)
-                out = f.read(min(limit, file_end - offset))
-        if len(out) < limit and offset + len(out) >= file_end:
-            note = self._note(entry)
-            start = offset + len(out) - file_end
-            out += note[start : start + limit - len(out)]
-        return out
+        return self.capped_log(entry).read(offset, limit)
 
 
 def allocate_ports(count: int, avoid: set[int]) -> list[int]:
