@@ -377,7 +377,7 @@ def read_token_file(path: Path) -> str | None:
 
 def write_token_file(path: Path, token: str) -> None:
     """Write ``token`` readable by its owner only (0600), replacing any file there."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
