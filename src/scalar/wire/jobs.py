@@ -48,6 +48,20 @@ JOB_STATES: tuple[str, ...] = (
 )
 TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
 
+
+def one_of(values: Iterable[str]) -> Any:
+    """``json_schema_extra`` documenting a string field's values as an ``enum`` (for ``str | None``: on
+    the string branch, so ``null`` stays allowed). The field's type stays ``str``: readers are lenient."""
+    allowed = list(values)
+
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["enum"] = allowed
+
+    return extra
+
+
 # Finite bounds: large enough for any real job, small enough for every column and clock.
 MAX_GPUS = 100_000
 MAX_VRAM_PER_GPU_GB = 10_000.0
@@ -274,7 +288,7 @@ class JobOut(BaseModel):
 
     id: str
     name: str | None = None
-    state: str = Field(description="one of " + ", ".join(JOB_STATES))
+    state: str = Field(description="one of " + ", ".join(JOB_STATES), json_schema_extra=one_of(JOB_STATES))
     reason: str | None = Field(default=None, description="why the job is in this state, in one line")
     reason_code: str | None = Field(default=None, description="the reason as a stable code")
     tier: str
@@ -324,7 +338,7 @@ class JobListOut(BaseModel):
     count: int
     limit: int
     offset: int
-    state: str | None = None
+    state: str | None = Field(default=None, json_schema_extra=one_of(JOB_STATES))
 
 
 class HealthOut(BaseModel):
