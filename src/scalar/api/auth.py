@@ -392,8 +392,12 @@ class TenantScoped:
         result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
         return result
 
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._inner.list_jobs(state, limit, offset, tenant=tenant_filter())
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._inner.list_jobs(
+            state, limit, offset, tenant=tenant_filter(), newest_first=newest_first
+        )
         return result
 
     def explain_job(self, job_id: str) -> Any:

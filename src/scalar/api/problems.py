@@ -70,6 +70,7 @@ PARAMETER_FIXES: dict[str, str] = {
     "state": "give one of PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED, PREEMPTED, REJECTED",
     "limit": "give a whole number from 1 to 1000",
     "offset": "give a whole number from 0 up",
+    "order": "give oldest (submission order) or newest",
     "instance_type": 'give an instance type sold on an orderbook, e.g. "8xH100"',
     "node_count": "give a whole number of nodes from 1 to 1000",
     "gpus_per_node": "give a whole number of GPUs per node from 1 to 64 (default: the N of NxMODEL, else 8)",

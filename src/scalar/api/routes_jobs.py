@@ -19,6 +19,7 @@ from scalar.wire.jobs import (
     JOB_STATES,
     FieldProblem,
     JobListOut,
+    JobOrder,
     JobOut,
     JobSubmission,
     ProblemDetails,
@@ -99,10 +100,14 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         ),
         limit: int = Query(100, ge=1, le=MAX_LIMIT, description="at most this many jobs"),
         offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many jobs first"),
+        order: JobOrder = Query("oldest", description="oldest (submission order) or newest first"),
     ) -> Any:
         wanted = _state_filter(state)
-        jobs = [_job(j) for j in control_plane.list_jobs(state=wanted, limit=limit, offset=offset)]
-        return JobListOut(jobs=jobs, count=len(jobs), limit=limit, offset=offset, state=wanted)
+        found = control_plane.list_jobs(
+            state=wanted, limit=limit, offset=offset, newest_first=order == "newest"
+        )
+        jobs = [_job(j) for j in found]
+        return JobListOut(jobs=jobs, count=len(jobs), limit=limit, offset=offset, state=wanted, order=order)
 
     @router.get(
         "/jobs/{job_id}",

@@ -47,6 +47,8 @@ JOB_STATES: tuple[str, ...] = (
     "REJECTED",
 )
 TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
+JobOrder = Literal["oldest", "newest"]
+"""``GET /jobs?order=``: submission order (the default), or the newest job first."""
 
 
 def one_of(values: Iterable[str]) -> Any:
@@ -332,13 +334,15 @@ class JobOut(BaseModel):
 
 
 class JobListOut(BaseModel):
-    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``), filtered by ``state``."""
+    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``) in ``order``, filtered by
+    ``state``."""
 
     jobs: list[JobOut]
     count: int
     limit: int
     offset: int
     state: str | None = Field(default=None, json_schema_extra=one_of(JOB_STATES))
+    order: JobOrder = "oldest"
 
 
 class HealthOut(BaseModel):
