@@ -124,6 +124,11 @@ def test_the_schema_is_as_strict_as_the_server(spec: dict[str, Any], live: tuple
     assert re.fullmatch(name_pattern, "-bad") is None
     bad_name = httpx.post(url + "/endpoints", json={"name": "-bad"}, headers=headers, timeout=30)
     assert bad_name.status_code == 422 and bad_name.json()["errors"][0]["field"] == "name"
+    assert {"imageName", "handler"} <= {r for branch in create["anyOf"] for r in branch["required"]}
+    imageless = httpx.post(url + "/endpoints", json={"name": "no-image"}, headers=headers, timeout=30)
+    assert imageless.status_code == 422 and imageless.json()["errors"][0]["field"] == "imageName"
+    run = spec["paths"]["/v2/{endpoint_id}/run"]["post"]["requestBody"]
+    assert run["required"] is True and run["content"]["application/json"]["schema"]["required"] == ["input"]
     bad_state = httpx.get(url + "/jobs", params={"state": "DONE"}, headers=headers, timeout=30)
     assert bad_state.status_code == 422 and bad_state.json()["errors"][0]["field"] == "state"
 

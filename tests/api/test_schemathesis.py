@@ -82,7 +82,7 @@ def _fuzz(operation: Any, mode: GenerationMode, url: str, token: str, failures: 
         run()
     except Unsatisfiable:  # nothing invalid to send (an operation without parameters)
         pass
-    except Exception as exc:  # collect every operation's failure, then fail once with all of them
+    except (Exception, BaseExceptionGroup) as exc:  # collect every failure, then fail once with all
         failures.append(f"{operation.label} ({mode.value}): {exc}"[:3000])
 
 

@@ -218,6 +218,10 @@ def endpoint_to_json(spec: ServerlessEndpoint) -> dict[str, Any]:
     }
 
 
+LIVE_KIND = r"^\s*[Ll][Ii][Vv][Ee]\s*$"
+"""``kind: live`` as the domain reads it (any case, spaces around)."""
+
+
 def spec_body_schema(*, create: bool) -> dict[str, Any]:
     """The JSON schema of a spec as ``POST /endpoints`` (``create``: ``name`` required) or ``PATCH
     /endpoints/{id}`` (the fields to change) takes it, with the name rule the domain checks. Rules that
@@ -231,6 +235,14 @@ def spec_body_schema(*, create: bool) -> dict[str, Any]:
     schema["properties"]["name"] = name if create else {"anyOf": [name, {"type": "null"}]}
     if create:
         schema["required"] = ["name"]
+        # what the workers run: an image (or RunPod's template.imageName), a Python handler, or kind live
+        schema["anyOf"] = [
+            {"required": ["imageName"]},
+            {"required": ["template"]},
+            {"required": ["handler"]},
+            {"required": ["kind"], "properties": {"kind": {"type": "string", "pattern": LIVE_KIND}}},
+            {"required": ["live"], "properties": {"live": {"const": True}}},
+        ]
     schema["description"] = "the endpoint spec (docs/formats/endpoint.md); " + (
         "name is required" if create else "the fields given replace the current ones"
     )
