@@ -240,11 +240,12 @@ def owner_of(job: dict[str, Any]) -> str:
 
 
 def list_jobs_of_tenant(
-    tx: Tx, tenant: str, state: str | None, limit: int, offset: int
+    tx: Tx, tenant: str, state: str | None, limit: int, offset: int, newest_first: bool = False
 ) -> list[dict[str, Any]]:
-    return [
-        dict(r.data) for r in repo.list_jobs_of_tenant(tx.conn, tenant, state, limit=limit, offset=offset)
-    ]
+    rows = repo.list_jobs_of_tenant(
+        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first
+    )
+    return [dict(r.data) for r in rows]
 
 
 # ---- cluster-wide views seen by a tenant ---------------------------------------------------------------

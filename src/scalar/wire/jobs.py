@@ -47,6 +47,22 @@ JOB_STATES: tuple[str, ...] = (
     "REJECTED",
 )
 TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
+JobOrder = Literal["oldest", "newest"]
+"""``GET /jobs?order=``: submission order (the default), or the newest job first."""
+
+
+def one_of(values: Iterable[str]) -> Any:
+    """``json_schema_extra`` documenting a string field's values as an ``enum`` (for ``str | None``: on
+    the string branch, so ``null`` stays allowed). The field's type stays ``str``: readers are lenient."""
+    allowed = list(values)
+
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["enum"] = allowed
+
+    return extra
+
 
 # Finite bounds: large enough for any real job, small enough for every column and clock.
 MAX_GPUS = 100_000
@@ -274,7 +290,7 @@ class JobOut(BaseModel):
 
     id: str
     name: str | None = None
-    state: str = Field(description="one of " + ", ".join(JOB_STATES))
+    state: str = Field(description="one of " + ", ".join(JOB_STATES), json_schema_extra=one_of(JOB_STATES))
     reason: str | None = Field(default=None, description="why the job is in this state, in one line")
     reason_code: str | None = Field(default=None, description="the reason as a stable code")
     tier: str
@@ -318,13 +334,15 @@ class JobOut(BaseModel):
 
 
 class JobListOut(BaseModel):
-    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``), filtered by ``state``."""
+    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``) in ``order``, filtered by
+    ``state``."""
 
     jobs: list[JobOut]
     count: int
     limit: int
     offset: int
-    state: str | None = None
+    state: str | None = Field(default=None, json_schema_extra=one_of(JOB_STATES))
+    order: JobOrder = "oldest"
 
 
 class HealthOut(BaseModel):
