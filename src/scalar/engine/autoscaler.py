@@ -33,7 +33,6 @@ from scalar.domain.packing_model import Job, order_pending
 from scalar.domain.packing_text import fmt_duration, fmt_num
 from scalar.domain.procurement import (
     CapacityNeed,
-    ProcurementPolicy,
     ScaleGroupShape,
     cost_band,
     hosting_cost_per_hour,
@@ -103,10 +102,7 @@ def update_priorities(
     if key == state.priorities_key:
         return
     state.priorities_key = key
-    policy = ProcurementPolicy(
-        flex_max_price_per_gpu_hour=config.cap_for(Tier.FLEX),
-        fast_max_price_per_gpu_hour=config.cap_for(Tier.FAST),
-    )
+    policy = config.procurement
     for tier in Tier:
         recs = [r for r in state.groups.values() if r.tier is tier]
         offered = [r for r in recs if r.offer is not None]
@@ -269,7 +265,7 @@ class _Round:
         self.config = config
         self.now = now
         self.unmet: list[UnmetDemandView] = []
-        self.policy = ProcurementPolicy()
+        self.policy = config.procurement
         self._headrooms: dict[str, int] = {}
         self._flying: set[str] | None = None
 
@@ -438,7 +434,7 @@ class _Round:
         groups = routing_groups(self.state, self.now, gang_sizes)
         entries = [demand_entry(rec.job, where) for rec, where in demand if rec.job is not None]
         try:
-            decision = route_demand(groups, entries, self.now)
+            decision = route_demand(groups, entries, self.now, memo=self.config.routing_memo)
         except DomainError as err:  # never expected: inputs are built here; never let it stop the loop
             reason = Reason("routing_failed", f"routing refused its input: {err.message}")
             self.state.note("autoscaler", "autoscaler", reason)

@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit, limits_from_list
 
@@ -140,6 +141,8 @@ class ControllerConfig:
     - ``reservation_s``: nodes bought for jobs are held for those jobs (other jobs may not take them) while
       their slice boots and for this long after it is READY, so a gang is never robbed of half its block.
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
+    - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
+      routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
     """
 
     scale_groups: tuple[ScaleGroupConfig, ...] = (ScaleGroupConfig(),)
@@ -159,6 +162,7 @@ class ControllerConfig:
     max_job_attempts: int = 3
     agent_providers: tuple[str, ...] = ()
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
+    routing_memo: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):
@@ -196,9 +200,19 @@ class ControllerConfig:
         _count("max_job_attempts", self.max_job_attempts, 1)
         if not isinstance(self.agent_providers, tuple):
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
+        if not isinstance(self.routing_memo, bool):
+            raise ConfigError("routing_memo", f"must be true or false, got {self.routing_memo!r}")
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.tiers[tier].max_price_per_gpu_hour
+
+    @property
+    def procurement(self) -> ProcurementPolicy:
+        """The one procurement policy the controller decides with: the seed's numbers, the tiers' caps."""
+        return ProcurementPolicy(
+            flex_max_price_per_gpu_hour=self.cap_for(Tier.FLEX),
+            fast_max_price_per_gpu_hour=self.cap_for(Tier.FAST),
+        )
 
     # ---- plain dicts (the config file) ---------------------------------------------------------------
 
