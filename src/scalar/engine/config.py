@@ -133,8 +133,9 @@ class ControllerConfig:
       than that lasts the job's duration + safety margin + request and boot timeouts instead.
     - ``request_timeout_s``: a purchase not filled by then fails and its group backs off (``backoff_s``).
     - ``boot_timeout_s``: a node not READY this long after its purchase filled fails, same backoff.
-    - ``idle_release_s``: a block whose nodes have all been idle this long is released (never below a
-      group's ``min_slices``).
+    - ``idle_release_s``: the longest an idle block is held before it is released (never below a group's
+      ``min_slices``): a block paid whole (SFCompute) is held exactly this; a node billed for its running
+      time less, from its billing unit and the arrival forecast (``domain.release.idle_hold``).
     - ``flex_batch_wait_s`` / ``flex_batch_gpus``: FLEX demand buys only when its oldest waiting job has
       waited ``flex_batch_wait_s`` or the waiting FLEX jobs need ``flex_batch_gpus`` GPUs (a node's worth).
     - ``safety_margin_s``: no job starts on a node that ends within its duration + this margin (seed 001).

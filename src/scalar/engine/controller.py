@@ -20,6 +20,7 @@ report is ignored and written into the story. Only a naive ``now`` (no time zone
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import chain
@@ -154,6 +155,7 @@ class Controller:
             message = "; ".join(r.message for r in problems)
             state.move_job(rec, JobState.REJECTED, Reason("invalid_spec", f"job {job_id} refused: {message}"))
             return
+        state.arrivals.setdefault(job.tier, deque()).append(state.at)  # the arrival forecast (housekeeping)
         state.move_job(
             rec,
             JobState.PENDING,

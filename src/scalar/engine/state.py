@@ -232,6 +232,8 @@ class ClusterState:
         self.story_index: dict[str, list[int]] = {}
         self.counters: dict[str, int] = {}
         self.now: datetime | None = None
+        # When each tier's jobs arrived lately (the arrival forecast of release_idle; pruned to an hour).
+        self.arrivals: dict[Tier, deque[datetime]] = {}
         self.cause = "init"
         self.steps = 0
         self.recent_actions: deque[Action] = deque(maxlen=RECENT_ACTIONS)
