@@ -285,6 +285,17 @@ class PlacementOut(BaseModel):
     gpu_indices: list[int] = Field(default_factory=list)
 
 
+class PlacementSpanOut(BaseModel):
+    """Where part of a job was held, from when to when (``to`` is null while it still holds it)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    node_id: str
+    gpu_indices: list[int] = Field(default_factory=list)
+    since: datetime = Field(alias="from")
+    until: datetime | None = Field(default=None, alias="to")
+
+
 class JobOut(BaseModel):
     """A job as the API returns it; ``reason`` is one line saying why it is in its state."""
 
@@ -307,6 +318,9 @@ class JobOut(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     placements: list[PlacementOut] = Field(default_factory=list)
+    placement_history: list[PlacementSpanOut] = Field(
+        default_factory=list, description="every placement the job had, kept after it finishes"
+    )
     preemptions: int = Field(default=0, description="how often the job lost its node and was queued again")
     cancel_requested: bool = Field(
         default=False, description="a cancellation is on its way to the controller"
