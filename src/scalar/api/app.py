@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from scalar.api.auth import install_security
+from scalar.api.access import AGENT_BURST, AGENT_RATE_PER_S, USER, declare_public
+from scalar.api.auth import RateLimiter, install_security
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
 from scalar.api.routes_agent import AgentsPort, agent_router
@@ -20,7 +21,7 @@ from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
 from scalar.api.routes_runpod import runpod_router
 from scalar.web.endpoints_page import endpoints_page_router
-from scalar.web.router import mount_dashboard, wants_html
+from scalar.web.router import STATIC_PATH, mount_dashboard, wants_html
 
 DESCRIPTION = """\
 Scalar buys GPU capacity where it is cheapest, packs jobs onto it and explains every decision.
@@ -64,15 +65,16 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         app.include_router(budgets_router(control_plane))
         endpoints += ["/budgets"]
     if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
-        app.include_router(agent_router(control_plane))
+        app.state.agent_rate_limiter = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # per node, per worker
+        app.include_router(agent_router(control_plane, app.state.agent_rate_limiter))
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))
         app.include_router(runpod_router(endpoint_service))
-        app.include_router(endpoints_page_router())
+        app.include_router(endpoints_page_router(), dependencies=[USER])
         endpoints += ["/endpoints", "/v2/{endpoint_id}/run", "/v2/{endpoint_id}/health"]
 
-    @app.get("/", include_in_schema=False, response_model=None)
+    @app.get("/", include_in_schema=False, response_model=None, dependencies=[USER])
     def index(request: Request) -> dict[str, Any] | Response:
         if wants_html(request.headers.get("accept", "")):  # a browser: the dashboard (docs/dashboard.md)
             return RedirectResponse("/ui/", status_code=307)
@@ -84,7 +86,10 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
             "endpoints": endpoints,
         }
 
-    mount_dashboard(app)
+    mount_dashboard(app, dependencies=[USER])
+    # FastAPI's own routes (the API's description) and the dashboard's static files: public, no data
+    declare_public(app, [app.openapi_url or "", app.docs_url or "", app.swagger_ui_oauth2_redirect_url or ""])
+    declare_public(app, [STATIC_PATH])
     app.state.control_plane = control_plane
     _problems_in_openapi(app)
     return app

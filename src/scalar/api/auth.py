@@ -35,7 +35,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from scalar.api.problems import ApiProblem, problem, problem_response
+from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
 from scalar.wire.jobs import FieldProblem
 
@@ -53,11 +53,14 @@ AGENT_MAX_BODY_BYTES = 8 * MAX_BODY_BYTES
 RATE_PER_S = 50.0
 RATE_BURST = 200.0
 
-# Served to anyone: health, the login page, the dashboard's static files, and the node agent's own routes
-# (which check the agent's join or node token themselves).
-PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout", "/favicon.ico"})
-PUBLIC_PREFIXES = ("/ui/static/", "/static/", AGENT_PREFIX)
-# (path prefix, methods or None for every method): admin tokens only.
+# Served without an API token: health, the API's description (/openapi.json, /docs and its assets: no
+# data), the login page, the dashboard's static files, and the node agent's own routes (whose declarations
+# check the agent's join, node or worker token: scalar.api.access). Each route also declares who may call
+# it (scalar.api.access); this list is the fallback in front of them all.
+PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", LOGIN_PATH, "/logout", "/favicon.ico"})
+PUBLIC_PREFIXES = ("/docs/", "/ui/static/", "/static/", AGENT_PREFIX)
+# The fallback behind the routes' own declarations (scalar.api.access): (path prefix, methods or None for
+# every method) that need an admin token whatever a route declares.
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ADMIN_ONLY: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("/tokens", None),
@@ -80,6 +83,12 @@ _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
 )
 
 
+def set_principal(principal: Principal) -> None:
+    """Make ``principal`` the caller for the rest of the request (a route's declaration that checked a
+    token itself: ``scalar.api.access``)."""
+    _principal.set(principal)
+
+
 def current_principal() -> Principal:
     """The caller of the request being served (``AUTH_OFF``'s admin outside a request)."""
     return _principal.get() or AUTH_OFF
@@ -95,7 +104,7 @@ def require_admin() -> Principal:
     """A dependency for routes only admins may call (403 otherwise)."""
     principal = current_principal()
     if not principal.is_admin:
-        raise ApiProblem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM])
+        raise ApiProblem(403, "forbidden", "this action needs an admin token", [ADMIN_ONLY_PROBLEM])
     return principal
 
 
@@ -126,13 +135,13 @@ class AuthPort(Protocol):
 
 # ------------------------------------------------------------------------------------------ the problems
 
-_UNAUTHORIZED = FieldProblem(
+UNAUTHORIZED_PROBLEM = FieldProblem(
     field="Authorization",
     problem="is missing, or not a valid API token",
     fix="send 'Authorization: Bearer <token>' with a token from `scalar token create` (or the one "
     "`scalar up` printed and saved in its data dir), or sign in at /login",
 )
-_ADMIN_ONLY_PROBLEM = FieldProblem(
+ADMIN_ONLY_PROBLEM = FieldProblem(
     field="Authorization",
     problem="is a user token; this action is for admins",
     fix="ask an admin, or use a token created with `scalar token create --role admin`",
@@ -140,12 +149,14 @@ _ADMIN_ONLY_PROBLEM = FieldProblem(
 
 
 def _unauthorized(path: str) -> JSONResponse:
-    body = problem(401, "unauthorized", "a valid API token is required", [_UNAUTHORIZED], instance=path)
+    body = problem(
+        401, "unauthorized", "a valid API token is required", [UNAUTHORIZED_PROBLEM], instance=path
+    )
     return problem_response(body, {"WWW-Authenticate": 'Bearer realm="scalar"'})
 
 
 def _forbidden(path: str) -> JSONResponse:
-    body = problem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM], instance=path)
+    body = problem(403, "forbidden", "this action needs an admin token", [ADMIN_ONLY_PROBLEM], instance=path)
     return problem_response(body)
 
 
@@ -284,7 +295,14 @@ class SecurityMiddleware:
             token = token_of(headers)
             found = None
             if token is not None:
-                found = await anyio.to_thread.run_sync(self.authenticate, token)
+                try:
+                    found = await anyio.to_thread.run_sync(self.authenticate, token)
+                except Exception as exc:
+                    unavailable = database_unavailable(exc, path)
+                    if unavailable is None:
+                        raise
+                    await unavailable(scope, receive, send)
+                    return
             if found is None:
                 await self._refuse(scope, receive, send, method, path, headers)
                 return
@@ -299,7 +317,15 @@ class SecurityMiddleware:
             return
         job_id = job_of_subresource(path)
         if job_id is not None and not principal.is_admin and self.owns_job is not None:
-            if not await anyio.to_thread.run_sync(self.owns_job, job_id, principal.tenant):
+            try:
+                owned = await anyio.to_thread.run_sync(self.owns_job, job_id, principal.tenant)
+            except Exception as exc:
+                unavailable = database_unavailable(exc, path)
+                if unavailable is None:
+                    raise
+                await unavailable(scope, receive, send)
+                return
+            if not owned:
                 await _no_such_job(path, job_id)(scope, receive, send)
                 return
         scope.setdefault("state", {})["principal"] = principal
@@ -442,6 +468,7 @@ def install_security(
         auth_required = port is not None and bool(getattr(settings, "auth_required", True))
     if auth_required and port is None:
         raise ValueError("authentication needs a control plane with tokens (authenticate, create_token...)")
+    from scalar.api.access import PUBLIC
     from scalar.api.routes_auth import auth_router
     from scalar.web.login import login_router
 
@@ -461,8 +488,12 @@ def install_security(
         owns_job=owns_job,
     )
     app.state.rate_limiter = limiter  # tests and operators may tune it (rate_per_s, burst)
+    # the routes' declarations (scalar.api.access) check a token themselves where the middleware did not
+    app.state.authenticate = port.authenticate if auth_required and port is not None else None
     app.include_router(auth_router(port, auth_required))
-    app.include_router(login_router(port.authenticate if auth_required and port is not None else None))
+    app.include_router(
+        login_router(port.authenticate if auth_required and port is not None else None), dependencies=[PUBLIC]
+    )
     app.state.auth_required = auth_required
     if port is None:
         return control_plane

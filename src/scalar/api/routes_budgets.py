@@ -1,6 +1,6 @@
 """``GET /budgets`` and ``PUT /budgets``: spend limits per tenant and global (docs/budgets.md).
 
-``PUT`` is admin-only (``api/auth.py``, ``ADMIN_ONLY``). Registered by ``create_app`` when the control plane
+``GET`` is for any token, ``PUT`` for admins (declared on the routes: ``api/access.py``). Registered by ``create_app`` when the control plane
 has these calls (``BudgetsPort``).
 """
 
@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from scalar.api.access import ADMIN, USER
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
@@ -44,7 +45,7 @@ class BudgetsBody(BaseModel):
 
 
 def budgets_router(control_plane: BudgetsPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["budgets"])
+    router = APIRouter(route_class=ProblemRoute, tags=["budgets"], dependencies=[USER])
 
     @router.get("/budgets", summary="Spend limits, and what is committed against each")
     def get_budgets() -> dict[str, Any]:
@@ -55,6 +56,7 @@ def budgets_router(control_plane: BudgetsPort) -> APIRouter:
     @router.put(
         "/budgets",
         summary="Replace every spend limit (admin)",
+        dependencies=[ADMIN],
         responses={422: {**_PROBLEM, "description": "a limit is invalid"}},
     )
     def put_budgets(body: BudgetsBody) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Path, Query, Request
 
+from scalar.api.access import USER
 from scalar.api.auth import current_principal
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute, problem_response, rejection_problem
 from scalar.runtime.auth import redact_view
@@ -59,7 +60,7 @@ def _as_caller_sees(control_plane: Any, payload: Any) -> Any:
 
 
 def cluster_router(control_plane: ClusterPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["cluster"])
+    router = APIRouter(route_class=ProblemRoute, tags=["cluster"], dependencies=[USER])
 
     @router.get(
         "/jobs/{job_id}/explain",

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Path, Query, Response
 from pydantic import ValidationError
 
+from scalar.api.access import USER
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
@@ -76,7 +77,7 @@ def not_found(endpoint_id: str) -> ApiProblem:
 
 
 def endpoints_router(service: EndpointService) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["endpoints"])
+    router = APIRouter(route_class=ProblemRoute, tags=["endpoints"], dependencies=[USER])
 
     @router.post(
         "/endpoints",

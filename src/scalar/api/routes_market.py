@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import make_url
 
+from scalar.api.access import PUBLIC, USER
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute
 from scalar.wire.jobs import FieldProblem, HealthOut, ProblemDetails
@@ -46,6 +47,7 @@ def market_router(control_plane: ControlPlanePort) -> APIRouter:
         response_model=HealthOut,
         tags=["health"],
         summary="Is the control plane up, and is this process the leader?",
+        dependencies=[PUBLIC],
         responses={503: {"model": HealthOut, "description": "up but not healthy"}},
     )
     def healthz() -> Any:
@@ -62,6 +64,7 @@ def market_router(control_plane: ControlPlanePort) -> APIRouter:
         response_model=OrderbookResponse,
         tags=["market"],
         summary="The orderbook of an instance type and the price seed 000's algorithm would bid",
+        dependencies=[USER],
         responses={
             404: {**_PROBLEM, "description": "no orderbook for this instance type"},
             422: {**_PROBLEM, "description": "a bad parameter"},
