@@ -23,6 +23,7 @@ class Secured:
     cp: ControlPlane
     clock: Clock
     admin: str  # an admin token of tenant "default"
+    app: Any = None  # the app being served
 
     def client(self, token: str | None = None, **headers: str) -> httpx.Client:
         if token is not None:
@@ -46,7 +47,7 @@ def secured_api(db_url: str, tmp_path: Path, **limits: Any) -> Iterator[Secured]
         for name, value in limits.items():
             setattr(app.state.rate_limiter, name, value)
         with serve(app) as url:
-            yield Secured(url, cp, clock, admin)
+            yield Secured(url, cp, clock, admin, app)
     finally:
         cp.stop()
 

@@ -341,3 +341,13 @@ def declare_public(app: FastAPI, paths: Iterable[str]) -> None:
         path = getattr(route, "path", None)
         if path in wanted and not isinstance(route, APIRoute):
             declare(route, Access.PUBLIC)
+
+
+def undeclared_routes(app: FastAPI) -> list[str]:
+    """``METHOD path`` of every route of ``app`` that declares no kind of caller (``*`` for a mount)."""
+    out: list[str] = []
+    for route in app_routes(app):
+        if not route_access(route):
+            methods = sorted((route.methods or set()) - {"HEAD"}) or ["*"]
+            out.extend(f"{method} {route.path}" for method in methods)
+    return out

@@ -16,7 +16,7 @@ from scalar.api.auth import current_principal
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute, problem_response, rejection_problem
 from scalar.runtime.auth import redact_view
 from scalar.runtime.service import JobRejectedError
-from scalar.wire.jobs import FieldProblem, JobSubmission, ProblemDetails
+from scalar.wire.jobs import FieldProblem, HealthOut, JobSubmission, ProblemDetails
 from scalar.wire.views import (
     AutoscalerOut,
     BlocksOut,
@@ -138,7 +138,10 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     def status() -> Any:
         """What ``scalar status`` prints: the health, jobs by state, nodes by state, GPUs allocated and
         idle, spend, slices by lifecycle state and the leader's step latency."""
-        return _as_caller_sees(control_plane, control_plane.status())
+        answer = _as_caller_sees(control_plane, control_plane.status())
+        if not current_principal().is_admin:  # the public health: no database, host or process
+            answer["health"] = HealthOut.model_validate(answer.get("health") or {}).model_dump(mode="json")
+        return answer
 
     @router.post(
         "/jobs/preview",

@@ -327,13 +327,41 @@ class JobListOut(BaseModel):
     state: str | None = None
 
 
-class HealthOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+HEALTH_STATUSES = ("ok", "starting", "degraded")
+HEALTH_PROBLEMS = {
+    "not-open": "the control plane is still opening its database",
+    "database-unavailable": "the database cannot be reached",
+    "no-leader": "no process has held the leader lease for a while: nothing is being scheduled",
+}
+"""``problem`` codes of a health that is not ``ok``, with what each means (docs/security.md)."""
 
-    status: str
-    role: str | None = None
-    database: str | None = None
+
+class HealthOut(BaseModel):
+    """``GET /healthz`` (public): ``status`` ok | starting | degraded and, unless ok, a ``problem`` code.
+    Never a URL, host, pid or driver text; admins read those from ``GET /healthz/details``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["ok", "starting", "degraded"]
+    problem: str | None = Field(
+        default=None, description="why it is not ok, a stable code: " + ", ".join(HEALTH_PROBLEMS)
+    )
+    role: Literal["leader", "follower"] | None = Field(
+        default=None, description="whether this process leads the control plane"
+    )
     last_step_at: datetime | None = None
+
+
+class HealthDetailsOut(HealthOut):
+    """``GET /healthz/details`` (admin): the health with where the database is and who leads."""
+
+    database: str | None = Field(default=None, description="the database URL, password hidden")
+    backend: str | None = Field(default=None, description="the database's kind: sqlite or postgresql")
+    holder: str | None = Field(default=None, description="this process (host:pid:id)")
+    epoch: int | None = None
+    lease_holder: str | None = Field(default=None, description="the process that holds the leader lease")
+    lease_expires_at: datetime | None = None
+    error: str | None = Field(default=None, description="the database driver's error, when unavailable")
 
 
 # -------------------------------------------------------------------------------------- problem details
