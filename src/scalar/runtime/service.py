@@ -505,10 +505,10 @@ class ControlPlane:
         store, _ = self._opened()
         return budgets_mod.get_limits(store, self.clock())
 
-    def put_budgets(self, limits: Any) -> dict[str, Any]:
-        """Replace every spend limit; ``InvalidSpecError`` names a bad field."""
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]:
+        """Replace every spend limit (``[]``: none), audit-logged; ``InvalidSpecError`` names a bad field."""
         store, _ = self._opened()
-        return budgets_mod.put_limits(store, limits, self.clock())
+        return budgets_mod.put_limits(store, limits, self.clock(), actor=actor)
 
     def explain_job(self, job_id: str) -> list[str] | None:
         _, leader = self._opened()
