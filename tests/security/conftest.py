@@ -35,11 +35,13 @@ class Secured:
 
 
 @contextmanager
-def secured_api(db_url: str, tmp_path: Path, **limits: Any) -> Iterator[Secured]:
-    """An opened (not started: no leader threads) control plane with auth on, and its API; ``limits``:
-    the rate limiter's ``rate_per_s`` and ``burst``."""
+def secured_api(
+    db_url: str, tmp_path: Path, settings: dict[str, Any] | None = None, **limits: Any
+) -> Iterator[Secured]:
+    """An opened (not started: no leader threads) control plane with auth on, and its API; ``settings``:
+    more settings (``endpoint_handlers``...); ``limits``: the rate limiter's ``rate_per_s`` and ``burst``."""
     clock = Clock()
-    cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True), clock=clock)
+    cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True, **(settings or {})), clock=clock)
     cp.open()
     try:
         admin = str(cp.create_token("default", "admin", "test admin")["token"])

@@ -283,7 +283,11 @@ class ControlPlane:
         """Serverless endpoints (``scalar.runtime.endpoints``): their workers are this plane's jobs."""
         if self._endpoints is None:
             self._endpoints = EndpointService(
-                self, lambda: self._opened()[0], self.clock, seed=self.settings.market_seed or 0
+                self,
+                lambda: self._opened()[0],
+                self.clock,
+                seed=self.settings.market_seed or 0,
+                allowed_handlers=self.settings.endpoint_handlers,
             )
         return self._endpoints
 

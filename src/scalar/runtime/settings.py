@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import tomllib
 import uuid
@@ -153,6 +154,9 @@ class Settings:
     auth_required: bool = True
     # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
     kubernetes: KubernetesSettings | None = None
+    # [endpoints] handlers: the modules (or module prefixes) whose functions users may deploy as a local
+    # endpoint's handler; anything else only an admin may deploy (docs/security.md)
+    endpoint_handlers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -180,6 +184,8 @@ _URL = "url"
 _SEED = "seed"
 _RATE = "rate"
 _NAMES = "names"
+_MODULES = "modules"
+_MODULE_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.|:[A-Za-z_][A-Za-z0-9_]*)?")
 
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "server": {
@@ -216,6 +222,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "suspect_after_s": ("agent_suspect_after_s", _POSITIVE),
         "lost_after_s": ("agent_lost_after_s", _POSITIVE),
     },
+    "endpoints": {"handlers": ("endpoint_handlers", _MODULES)},
 }
 SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
@@ -276,6 +283,21 @@ def _check(key: str, kind: str, value: Any, source: str) -> Any:
                 )
             names.append(name)
         return tuple(dict.fromkeys(names))
+    if kind == _MODULES:
+        if not isinstance(value, list | tuple):
+            raise bad(f"must be a list of module names, got {value!r}", 'e.g. ["my_service.handlers"]')
+        modules = []
+        for i, entry in enumerate(value):
+            if not isinstance(entry, str) or _MODULE_ENTRY.fullmatch(entry) is None:
+                raise SettingsError(
+                    f"{key}[{i}]",
+                    f"is not a module, module prefix or module:function, got {entry!r}",
+                    'write e.g. "my_service" (it and its submodules), "my_service." (its submodules) or '
+                    '"my_service.handlers:square"',
+                    source=source,
+                )
+            modules.append(entry)
+        return tuple(dict.fromkeys(modules))
     raise AssertionError(kind)  # pragma: no cover
 
 
