@@ -117,13 +117,9 @@ def forbidden() -> ApiProblem:
     return ApiProblem(403, "forbidden", "this action needs an admin token", [ADMIN_ONLY_PROBLEM])
 
 
-def _credential_problem(field: str, what: str, fix: str) -> ApiProblem:
-    return ApiProblem(
-        401,
-        "unauthorized",
-        f"{what} is not valid",
-        [FieldProblem(field=field, problem="is missing, or not valid", fix=fix)],
-    )
+def _credential_problem(kind: str, field: str, detail: str, fix: str) -> ApiProblem:
+    """The 401 the agent's and workers' routes have always answered (their wording, their ``type``)."""
+    return ApiProblem(401, kind, detail, [FieldProblem(field=field, problem=detail, fix=fix)])
 
 
 def rate_limited(wait_s: float, who: str) -> ApiProblem:
@@ -251,8 +247,9 @@ def agent_access(
             if wait > 0:
                 raise rate_limited(wait, "address")
             raise _credential_problem(
+                "node-token-invalid",
                 "node_token",
-                "the node id or node token",
+                f"unknown node {node_id[:200]} or wrong node token",
                 "register again with a new join token (remove the agent's state dir first)",
             )
         wait = limiter.take("node:" + node_id)
@@ -285,8 +282,9 @@ def worker_access(
             if wait > 0:
                 raise rate_limited(wait, "address")
             raise _credential_problem(
+                "worker-token-invalid",
                 "token",
-                "the worker token",
+                f"wrong worker token for worker {worker_id[:200]}",
                 "the agent passes the token in $SCALAR_WORKER_TOKEN; run the worker only as its assignment",
             )
         wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
