@@ -8,8 +8,9 @@ that every request goes through, whatever router or mount serves it:
    ``Authorization: Bearer <token>`` or the dashboard's HttpOnly cookie; otherwise 401 (a browser asking
    for a page is sent to ``/login`` instead). Every failure reads the same: no hint whether the token was
    unknown, malformed or revoked;
-3. admin-only routes (``ADMIN_ONLY``: tokens, the audit log, spending and provider configuration) refuse a
-   user token with 403; a user asking for a sub-resource of another tenant's job (``/jobs/{id}/logs``,
+3. as a fallback behind each route's own declaration (``scalar.api.access``), writes under the admin
+   prefixes (``ADMIN_ONLY``: tokens, the audit log, spending and provider configuration) refuse a user
+   token with 403; a user asking for a sub-resource of another tenant's job (``/jobs/{id}/logs``,
    ``/jobs/{id}/explain``...) gets the 404 of a job that does not exist;
 4. each token may make ``rate_per_s`` requests a second (bursts of ``burst``); more: 429 with
    ``Retry-After``.
@@ -17,7 +18,8 @@ that every request goes through, whatever router or mount serves it:
 The caller (a :class:`Principal`) is then ``current_principal()`` for the rest of the request. Routes reach
 the control plane through :class:`TenantScoped`, which passes the caller's tenant to the job calls: a
 user sees, changes and cancels only its tenant's jobs (another tenant's job is 404, as if it did not
-exist); an admin sees every tenant's. With authentication off (``scalar up --no-auth``, loopback only),
+exist), and whose answers pass through one redaction step (``as_caller_sees``: other tenants' job ids,
+names and limits hidden); an admin sees every tenant's. With authentication off (``scalar up --no-auth``, loopback only),
 every request acts as an admin of tenant ``default``. See docs/security.md.
 """
 
@@ -36,7 +38,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
-from scalar.runtime.auth import AUTH_OFF, Principal, redact_view
+from scalar.runtime.auth import AUTH_OFF, Principal
 from scalar.wire.jobs import FieldProblem
 
 Scope = MutableMapping[str, Any]
@@ -387,98 +389,6 @@ def _replay(body: bytes, upstream: Receive) -> Receive:
     return receive
 
 
-# ------------------------------------------------------------------------------------- tenant scoping
-
-
-# Calls whose answers hold no tenant's data (the market) or are for admins only: not redacted.
-UNREDACTED_CALLS = frozenset(
-    {
-        "prices",
-        "orderbook",
-        "market_view",
-        "provider_status",
-        "quote",
-        "health",
-        "metrics_snapshot",
-        "authenticate",
-        "create_token",
-        "list_tokens",
-        "revoke_token",
-        "audit",
-    }
-)
-
-
-class TenantScoped:
-    """The control plane as the caller may see it: job calls limited to the caller's tenant, jobs
-    submitted under it, and every answer passed through one redaction step (``runtime.auth.redact_view``):
-    a user sees other tenants' job ids, names and limits as ``another tenant's job`` / ``another tenant``
-    in every view, reason, explanation and story; an admin sees everything. Every other call goes through
-    unchanged (including ``isinstance`` checks against the API's port protocols, which see the wrapped
-    object's calls)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    @property
-    def unscoped(self) -> Any:
-        return self._inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def as_caller_sees(self, answer: Any) -> Any:
-        """``answer`` as the caller may see it (the one redaction step; admins see it whole)."""
-        principal = current_principal()
-        tokens = getattr(self._inner, "tokens", None)
-        if principal.is_admin or tokens is None or not isinstance(answer, dict | list):
-            return answer
-        return redact_view(answer, principal.tenant, tokens.foreign_job_ids, tokens.other_tenants)
-
-    def submit_job(self, fields: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
-        return result
-
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = self._inner.get_job(job_id, tenant=tenant_filter())
-        return self.as_caller_sees(result)  # type: ignore[no-any-return]
-
-    def cancel_job(self, job_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
-        return self.as_caller_sees(result)  # type: ignore[no-any-return]
-
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._inner.list_jobs(state, limit, offset, tenant=tenant_filter())
-        return self.as_caller_sees(result)  # type: ignore[no-any-return]
-
-    def explain_job(self, job_id: str) -> Any:
-        if self.get_job(job_id) is None:
-            return None
-        return self.as_caller_sees(self._inner.explain_job(job_id))
-
-
-def scoped_class(inner: Any) -> type[TenantScoped]:
-    """A ``TenantScoped`` subclass that also declares the wrapped object's public calls, so a
-    ``runtime_checkable`` protocol check (which looks at the class, on Python 3.12+) sees them; their
-    answers go through ``as_caller_sees``."""
-    names: dict[str, Any] = {}
-    for name in dir(type(inner)):
-        if name.startswith("_") or hasattr(TenantScoped, name):
-            continue
-        if callable(getattr(type(inner), name, None)):
-            names[name] = _forwarder(name)
-    return type(f"TenantScoped{type(inner).__name__}", (TenantScoped,), names)
-
-
-def _forwarder(name: str) -> Callable[..., Any]:
-    def forward(self: TenantScoped, *args: Any, **kwargs: Any) -> Any:
-        answer = getattr(self.unscoped, name)(*args, **kwargs)
-        return answer if name in UNREDACTED_CALLS else self.as_caller_sees(answer)
-
-    forward.__name__ = name
-    return forward
-
-
 # ------------------------------------------------------------------------------------------- install
 
 
@@ -502,6 +412,7 @@ def install_security(
         raise ValueError("authentication needs a control plane with tokens (authenticate, create_token...)")
     from scalar.api.access import PUBLIC
     from scalar.api.routes_auth import auth_router
+    from scalar.api.tenancy import scoped_class
     from scalar.web.login import login_router
 
     limiter = RateLimiter(rate_per_s, burst)

@@ -1,9 +1,11 @@
 """``/agent/v1/...``: the node agent's protocol (docs/agent.md), and ``GET /jobs/{id}/logs``.
 
-``POST /agents/join-tokens`` and ``GET /agents`` are for users (API token, outside the agent prefix).
-The agent always calls the controller: it registers with a one-time join token, then sends heartbeats
-(the reply is the desired state) and its assignments' output in chunks by byte offset. Agents
-authenticate with their join token, then their node token (in the body), not with API tokens.
+``POST /agents/join-tokens`` and ``POST /agents/{node_id}/remove`` are for admins, ``GET /agents`` and a
+job's logs for any API token. The agent always calls the controller: it registers with a one-time join
+token, then sends heartbeats (the reply is the desired state) and its assignments' output in chunks by
+byte offset. Agents authenticate with their join token, then their node token (in the body), not with API
+tokens; each route declares which (``scalar.api.access``: the node token is checked by a read before any
+write transaction, then rate-limited per node; workers' tokens likewise per worker).
 """
 
 from __future__ import annotations
