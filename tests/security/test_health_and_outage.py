@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -12,8 +13,10 @@ from psycopg import sql
 from sqlalchemy import make_url
 
 from scalar.api.app import create_app
+from scalar.runtime import ControlPlane
 from tests.api.live_server import serve
 from tests.dbfixtures import _admin_connection
+from tests.runtime.helpers import Clock, settings_for
 from tests.security.conftest import Secured, secured_api
 
 HIDDEN_WORDS = ("postgresql", "sqlite", "127.0.0.1", "5432", "scalar_test_", "psycopg", "connection")
@@ -109,3 +112,31 @@ def test_while_the_database_is_down_every_route_answers_503(pg_url: str, tmp_pat
                 assert details.status_code == 503
                 assert details.json()["error"]  # the driver's text, for admins only
             assert client.get("/jobs").status_code == 200  # back once the database is
+
+
+def test_no_leader_for_longer_than_the_lease_is_degraded(secured_sqlite: Secured) -> None:
+    api = secured_sqlite
+    store = api.cp.store
+    assert store is not None
+    ttl = api.cp.settings.lease_ttl_s
+    now = api.clock()
+    store.try_acquire(api.cp.settings.lease_name, "another-host:1:x", now - timedelta(seconds=3 * ttl), ttl)
+    with api.client() as anonymous:
+        health = anonymous.get("/healthz")
+        assert health.status_code == 503 and int(health.headers["retry-after"]) >= 1
+        assert (health.json()["status"], health.json()["problem"]) == ("degraded", "no-leader")
+        assert "another-host" not in health.text
+        store.try_acquire(api.cp.settings.lease_name, "another-host:1:x", now, ttl)  # it renews: ok again
+        assert anonymous.get("/healthz").json()["status"] == "ok"
+
+
+def test_a_control_plane_still_opening_is_starting(tmp_path: Path) -> None:
+    cp = ControlPlane(settings_for(f"sqlite:///{tmp_path / 's.db'}", tmp_path), clock=Clock())
+    with cp._open_lock:  # another thread is opening (migrating) the database
+        health = cp.health()
+    assert (health["status"], health["problem"]) == ("starting", "not-open")
+    cp.open()
+    try:
+        assert cp.health()["status"] == "ok"
+    finally:
+        cp.stop()
