@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from scalar.api import access
 from scalar.wire.jobs import JobSubmission, submission_problems
 from tests.security.conftest import Secured, secured_api
 
@@ -156,3 +157,24 @@ def test_agents_are_rate_limited_per_node(tmp_path: Path) -> None:
             assert limited.json()["type"] == "urn:scalar:problem:rate-limited"
             assert int(limited.headers["retry-after"]) >= 1
             assert beat(second).status_code == 200  # per node: another node is not slowed
+
+
+def test_a_flood_of_bad_credentials_is_held_back_per_address(
+    secured_sqlite: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(access, "FAILURE_DELAY_S", 0.01)  # (held back 1 s by default)
+    api = secured_sqlite
+    node_id, token = _register(api)
+    body = {"node_id": node_id, "node_token": "bogus", "seq": 1, "assignments": []}
+    with api.client() as agent:
+        codes = [
+            agent.post("/agent/v1/heartbeat", json=body).status_code
+            for _ in range(int(access.FAILURE_BURST) + 3)
+        ]
+        assert codes[: int(access.FAILURE_BURST)] == [401] * int(access.FAILURE_BURST)
+        assert set(codes[int(access.FAILURE_BURST) :]) == {429}
+        held = agent.post("/agent/v1/heartbeat", json=body)
+        assert held.status_code == 429 and int(held.headers["retry-after"]) >= 1
+        # the node itself, with its real token, is not held back by someone else's bad guesses
+        good = agent.post("/agent/v1/heartbeat", json={**body, "node_token": token})
+        assert good.status_code == 200, good.text

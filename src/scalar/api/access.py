@@ -25,6 +25,7 @@ sends).
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Iterable
 from enum import StrEnum
@@ -62,6 +63,12 @@ NODE_TOKEN_HEADER = "X-Scalar-Node-Token"
 WORKER_TOKEN_HEADER = "X-Scalar-Worker-Token"
 AGENT_RATE_PER_S = 50.0
 AGENT_BURST = 200.0
+FAILURE_RATE_PER_S = 2.0
+FAILURE_BURST = 20.0
+"""Refused agent or worker credentials per client address: past these, each refusal is held back first."""
+FAILURE_DELAY_S = 1.0
+"""How long a refusal past the failure limit is held back: a client looping on bad credentials is slowed to
+one call per connection and second, and the time costs the server no thread and no CPU."""
 
 bearer_scheme = HTTPBearer(
     scheme_name="bearerToken",
@@ -220,6 +227,15 @@ def _client(request: Request) -> str:
     return request.client.host if request.client is not None else "?"
 
 
+async def _refusal(failures: RateLimiter, key: str) -> None:
+    """Count a refused credential; past the limit, hold the answer back (``FAILURE_DELAY_S``) and make it
+    429, so a flood of bogus calls slows itself down instead of the server."""
+    wait = failures.take(key)
+    if wait > 0:
+        await asyncio.sleep(FAILURE_DELAY_S)
+        raise rate_limited(wait, "address")
+
+
 def agent_access(
     check: NodeCheck, *, limiter: RateLimiter | None = None, failures: RateLimiter | None = None
 ) -> tuple[Any, Any]:
@@ -228,7 +244,7 @@ def agent_access(
     bogus heartbeat costs no write transaction; then rate-limited per node). Failed checks are
     rate-limited per client address."""
     limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
 
     @_declared(Access.AGENT)
     async def joining_agent(request: Request, header: str | None = Security(node_scheme)) -> None:
@@ -243,9 +259,7 @@ def agent_access(
         token = header or body_token
         valid = bool(node_id and token) and await anyio.to_thread.run_sync(check, node_id, token)
         if not valid:
-            wait = failures.take("node-failure:" + _client(request))
-            if wait > 0:
-                raise rate_limited(wait, "address")
+            await _refusal(failures, "node-failure:" + _client(request))
             raise _credential_problem(
                 "node-token-invalid",
                 "node_token",
@@ -266,7 +280,7 @@ def worker_access(
     """The declaration of an endpoint worker's routes: its token (body ``token`` or the header) checked
     by a read, then rate-limited per worker; failed checks rate-limited per client address."""
     limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
 
     @_declared(Access.WORKER)
     async def endpoint_worker(request: Request, header: str | None = Security(worker_scheme)) -> str:
@@ -278,9 +292,7 @@ def worker_access(
             check, endpoint_id, worker_id, token
         )
         if not valid:
-            wait = failures.take("worker-failure:" + _client(request))
-            if wait > 0:
-                raise rate_limited(wait, "address")
+            await _refusal(failures, "worker-failure:" + _client(request))
             raise _credential_problem(
                 "worker-token-invalid",
                 "token",
