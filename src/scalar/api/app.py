@@ -7,7 +7,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from scalar.api.access import AGENT_BURST, AGENT_RATE_PER_S, USER, declare_public
+from scalar.api.access import (
+    AGENT_BURST,
+    AGENT_RATE_PER_S,
+    FAILURE_BURST,
+    FAILURE_RATE_PER_S,
+    USER,
+    declare_public,
+)
 from scalar.api.auth import RateLimiter, install_security
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
@@ -66,7 +73,10 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         endpoints += ["/budgets"]
     if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
         app.state.agent_rate_limiter = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # per node, per worker
-        app.include_router(agent_router(control_plane, app.state.agent_rate_limiter))
+        app.state.agent_failure_limiter = RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)  # per address
+        app.include_router(
+            agent_router(control_plane, app.state.agent_rate_limiter, app.state.agent_failure_limiter)
+        )
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))

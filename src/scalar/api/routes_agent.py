@@ -58,9 +58,12 @@ def _problem(err: AgentError, field: str) -> ApiProblem:
     )
 
 
-def agent_router(control_plane: AgentsPort, limiter: RateLimiter | None = None) -> APIRouter:
+def agent_router(
+    control_plane: AgentsPort, limiter: RateLimiter | None = None, failures: RateLimiter | None = None
+) -> APIRouter:
     """The agents' routes. ``limiter``: the per-node and per-worker rate limit (default: 50/s, bursts of
-    200); bogus credentials are refused by a read before any write transaction (``scalar.api.access``)."""
+    200); ``failures``: refused credentials per client address (default: 2/s, bursts of 20). Bogus
+    credentials are refused by a read before any write transaction (``scalar.api.access``)."""
     router = APIRouter(route_class=ProblemRoute, tags=["agents"])
     service = control_plane.agents
     workers = AgentWorkerService(service.store, service.clock, service.secret_box)
@@ -72,8 +75,8 @@ def agent_router(control_plane: AgentsPort, limiter: RateLimiter | None = None) 
             return False
         return True
 
-    joining, node = agent_access(service.node_token_valid, limiter=limiter)
-    worker = worker_access(worker_token_valid, limiter=limiter)
+    joining, node = agent_access(service.node_token_valid, limiter=limiter, failures=failures)
+    worker = worker_access(worker_token_valid, limiter=limiter, failures=failures)
 
     @router.post(
         "/agents/join-tokens",
