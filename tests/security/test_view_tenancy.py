@@ -145,3 +145,19 @@ def test_one_redaction_step_covers_ids_in_text_and_tenant_names() -> None:
     assert seen["why"] == "over another tenant's limit (another tenant's)"
     assert seen["tenant"] == "another tenant"
     assert seen["limits"] == [{"scope": "global"}, {"scope": "team-a"}]
+
+
+def test_the_endpoints_answers_pass_the_same_redaction(secured_sqlite: Secured) -> None:
+    """A worker's reason repeats its job's, which may name another tenant's job: the endpoints' answers go
+    through the same step. Shown with an endpoint whose name is another tenant's job id."""
+    api = secured_sqlite
+    with api.client(api.token("team-a")) as alice, api.client(api.token("team-b")) as bob:
+        b_job = bob.post("/jobs", json=JOB).json()["id"]
+        spec = {"name": b_job, "imageName": "example/infer:1", "gpus": ["AMPERE_80"], "workersMax": 1}
+        created = alice.post("/endpoints", json=spec)
+        assert created.status_code == 201, created.text
+        assert b_job not in created.text and OTHER_TENANT in created.text
+        listed = alice.get("/endpoints")
+        assert b_job not in listed.text and OTHER_TENANT in listed.text
+    with api.client(api.admin) as admin:
+        assert b_job in admin.get("/endpoints").text

@@ -27,6 +27,7 @@ from scalar.api.routes_market import market_router
 from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
 from scalar.api.routes_runpod import runpod_router
+from scalar.api.tenancy import scoped_view
 from scalar.web.endpoints_page import endpoints_page_router
 from scalar.web.router import STATIC_PATH, mount_dashboard, wants_html
 
@@ -56,6 +57,8 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
     # tokens, tenants, size and rate limits on every route (api/auth.py); routes get the tenant-scoped view
     endpoint_service = getattr(control_plane, "endpoints", None)  # serverless endpoints (docs/endpoints.md)
     control_plane = install_security(app, control_plane, auth_required=auth_required)
+    if endpoint_service is not None and app.state.auth_required:  # its answers pass the same redaction
+        endpoint_service = scoped_view(endpoint_service, getattr(control_plane, "tokens", None))
     app.include_router(market_router(control_plane))
     app.include_router(jobs_router(control_plane))
     endpoints = ["/healthz", "/orderbook", "/jobs", "/jobs/{id}"]

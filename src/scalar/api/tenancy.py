@@ -9,10 +9,12 @@ names and limits as ``another tenant's job`` / ``another tenant``; an admin sees
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.runtime.auth import redact_view
+
+T = TypeVar("T")
 
 # Calls whose answers hold no tenant's data (the market) or are for admins only: not redacted.
 UNREDACTED_CALLS = frozenset(
@@ -41,8 +43,10 @@ class TenantScoped:
     unchanged (including ``isinstance`` checks against the API's port protocols, which see the wrapped
     object's calls)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, tokens: Any = None) -> None:
+        """``tokens``: who owns which job (``runtime.auth.TokenService``); default: ``inner.tokens``."""
         self._inner = inner
+        self._tokens = tokens if tokens is not None else getattr(inner, "tokens", None)
 
     @property
     def unscoped(self) -> Any:
@@ -54,7 +58,7 @@ class TenantScoped:
     def as_caller_sees(self, answer: Any) -> Any:
         """``answer`` as the caller may see it (the one redaction step; admins see it whole)."""
         principal = current_principal()
-        tokens = getattr(self._inner, "tokens", None)
+        tokens = self._tokens
         if principal.is_admin or tokens is None or not isinstance(answer, dict | list):
             return answer
         return redact_view(answer, principal.tenant, tokens.foreign_job_ids, tokens.other_tenants)
@@ -92,6 +96,12 @@ def scoped_class(inner: Any) -> type[TenantScoped]:
         if callable(getattr(type(inner), name, None)):
             names[name] = _forwarder(name)
     return type(f"TenantScoped{type(inner).__name__}", (TenantScoped,), names)
+
+
+def scoped_view(inner: T, tokens: Any) -> T:
+    """``inner`` (another service the routes call, e.g. the serverless endpoints') with every answer passed
+    through the same redaction step; ``tokens`` says who owns which job (``None``: no redaction)."""
+    return cast(T, scoped_class(inner)(inner, tokens))
 
 
 def _forwarder(name: str) -> Callable[..., Any]:
