@@ -229,19 +229,22 @@ def test_unknown_paths_and_methods_are_problems_too(client: httpx.Client) -> Non
     assert problem_of(client.put("/jobs"), 405)["type"] == "urn:scalar:problem:method-not-allowed"
 
 
-def test_healthz_answers_ok_and_hides_the_database_password(
-    client: httpx.Client, fake_cp: FakeControlPlane
-) -> None:
+def test_healthz_answers_ok_and_names_no_database(client: httpx.Client, fake_cp: FakeControlPlane) -> None:
     response = client.get("/healthz")
 
     assert response.status_code == 200
     body = response.json()
-    assert (body["status"], body["role"]) == ("ok", "leader")
-    assert "hunter2" not in response.text
-    assert body["database"] == "postgresql+psycopg://scalar:***@db.example:5432/scalar"
+    assert (body["status"], body["role"], body["problem"]) == ("ok", "leader", None)
+    assert "hunter2" not in response.text and "db.example" not in response.text
+    assert "database" not in body
+
+    details = client.get("/healthz/details")  # (authentication is off here: the caller is an admin)
+    assert details.json()["database"] == "postgresql+psycopg://scalar:***@db.example:5432/scalar"
+    assert "hunter2" not in details.text
 
     fake_cp.status = "degraded"
-    assert client.get("/healthz").status_code == 503
+    degraded = client.get("/healthz")
+    assert degraded.status_code == 503 and int(degraded.headers["retry-after"]) >= 1
 
 
 def test_openapi_documents_the_endpoints_and_problem_details(client: httpx.Client) -> None:

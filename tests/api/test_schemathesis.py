@@ -48,6 +48,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         token = str(cp.create_token("default", "admin", "fuzzer")["token"])
         app = create_app(cp)
         app.state.rate_limiter.rate_per_s = app.state.rate_limiter.burst = 1e9  # the fuzzer is no abuser
+        failures = app.state.agent_failure_limiter  # (its bogus agent credentials are not a flood either)
+        failures.rate_per_s = failures.burst = 1e9
         with serve(app) as url:
             yield url, token
     finally:

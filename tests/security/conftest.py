@@ -23,6 +23,7 @@ class Secured:
     cp: ControlPlane
     clock: Clock
     admin: str  # an admin token of tenant "default"
+    app: Any = None  # the app being served
 
     def client(self, token: str | None = None, **headers: str) -> httpx.Client:
         if token is not None:
@@ -34,11 +35,13 @@ class Secured:
 
 
 @contextmanager
-def secured_api(db_url: str, tmp_path: Path, **limits: Any) -> Iterator[Secured]:
-    """An opened (not started: no leader threads) control plane with auth on, and its API; ``limits``:
-    the rate limiter's ``rate_per_s`` and ``burst``."""
+def secured_api(
+    db_url: str, tmp_path: Path, settings: dict[str, Any] | None = None, **limits: Any
+) -> Iterator[Secured]:
+    """An opened (not started: no leader threads) control plane with auth on, and its API; ``settings``:
+    more settings (``endpoint_handlers``...); ``limits``: the rate limiter's ``rate_per_s`` and ``burst``."""
     clock = Clock()
-    cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True), clock=clock)
+    cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True, **(settings or {})), clock=clock)
     cp.open()
     try:
         admin = str(cp.create_token("default", "admin", "test admin")["token"])
@@ -46,7 +49,7 @@ def secured_api(db_url: str, tmp_path: Path, **limits: Any) -> Iterator[Secured]
         for name, value in limits.items():
             setattr(app.state.rate_limiter, name, value)
         with serve(app) as url:
-            yield Secured(url, cp, clock, admin)
+            yield Secured(url, cp, clock, admin, app)
     finally:
         cp.stop()
 

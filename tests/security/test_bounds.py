@@ -174,13 +174,27 @@ def _stored(admin: Any) -> dict[str, Any]:
     return {path: admin.get(path).json() for path in ("/jobs", "/tokens", "/budgets", "/agents", "/audit")}
 
 
+def _registered(admin: Any) -> tuple[str, str]:
+    """A real node's id and token: the agent's routes check them before they look at the rest."""
+    join = admin.post("/agents/join-tokens", json={})
+    assert join.status_code == 201, join.text
+    reply = admin.post("/agent/v1/register", json=_with(_REGISTER, join_token=join.json()["token"]))
+    assert reply.status_code == 200, reply.text
+    return reply.json()["node_id"], reply.json()["node_token"]
+
+
 def test_every_hostile_field_is_refused_by_name(secured_sqlite: Secured) -> None:
     failures: list[str] = []
     with secured_sqlite.client(secured_sqlite.admin) as admin:
         submitted = admin.post("/jobs", json={"tier": "FLEX", "gpu_count": 1})
         assert submitted.status_code in (201, 202), submitted.text
+        node_id, node_token = _registered(admin)
         before = _stored(admin)
-        for method, path, body, params, field in CASES:
+        for method, path, raw, params, field in CASES:
+            body = None
+            if raw is not None:
+                real = f'"node_id": {json.dumps(node_id)}, "node_token": {json.dumps(node_token)}'
+                body = raw.replace('"node_id": "n", "node_token": "t"', real)
             response = admin.request(
                 method,
                 path,

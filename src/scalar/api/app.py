@@ -7,7 +7,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
-from scalar.api.auth import install_security
+from scalar.api.access import (
+    AGENT_BURST,
+    AGENT_RATE_PER_S,
+    FAILURE_BURST,
+    FAILURE_RATE_PER_S,
+    USER,
+    declare_public,
+)
+from scalar.api.auth import RateLimiter, install_security
 from scalar.api.openapi import OPENAPI_PATH, install_docs
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
@@ -20,8 +28,9 @@ from scalar.api.routes_market import market_router
 from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
 from scalar.api.routes_runpod import runpod_router
+from scalar.api.tenancy import scoped_view
 from scalar.web.endpoints_page import endpoints_page_router
-from scalar.web.router import mount_dashboard, wants_html
+from scalar.web.router import STATIC_PATH, mount_dashboard, wants_html
 
 DESCRIPTION = """\
 Scalar buys GPU capacity where it is cheapest, packs jobs onto it and explains every decision.
@@ -49,6 +58,8 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
     # tokens, tenants, size and rate limits on every route (api/auth.py); routes get the tenant-scoped view
     endpoint_service = getattr(control_plane, "endpoints", None)  # serverless endpoints (docs/endpoints.md)
     control_plane = install_security(app, control_plane, auth_required=auth_required)
+    if endpoint_service is not None and app.state.auth_required:  # its answers pass the same redaction
+        endpoint_service = scoped_view(endpoint_service, getattr(control_plane, "tokens", None))
     app.include_router(market_router(control_plane))
     app.include_router(jobs_router(control_plane))
     endpoints = ["/healthz", "/orderbook", "/jobs", "/jobs/{id}"]
@@ -65,15 +76,19 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         app.include_router(budgets_router(control_plane))
         endpoints += ["/budgets"]
     if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
-        app.include_router(agent_router(control_plane))
+        app.state.agent_rate_limiter = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # per node, per worker
+        app.state.agent_failure_limiter = RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)  # per address
+        app.include_router(
+            agent_router(control_plane, app.state.agent_rate_limiter, app.state.agent_failure_limiter)
+        )
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))
         app.include_router(runpod_router(endpoint_service))
-        app.include_router(endpoints_page_router())
+        app.include_router(endpoints_page_router(), dependencies=[USER])
         endpoints += ["/endpoints", "/v2/{endpoint_id}/run", "/v2/{endpoint_id}/health"]
 
-    @app.get("/", include_in_schema=False, response_model=None)
+    @app.get("/", include_in_schema=False, response_model=None, dependencies=[USER])
     def index(request: Request) -> dict[str, Any] | Response:
         if wants_html(request.headers.get("accept", "")):  # a browser: the dashboard (docs/dashboard.md)
             return RedirectResponse("/ui/", status_code=307)
@@ -86,6 +101,9 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         }
 
     install_docs(app)
-    mount_dashboard(app)
+    mount_dashboard(app, dependencies=[USER])
+    # FastAPI's own route (the API's description) and the dashboard's static files: public, no data
+    declare_public(app, [app.openapi_url or ""])
+    declare_public(app, [STATIC_PATH])
     app.state.control_plane = control_plane
     return app

@@ -8,8 +8,9 @@ that every request goes through, whatever router or mount serves it:
    ``Authorization: Bearer <token>`` or the dashboard's HttpOnly cookie; otherwise 401 (a browser asking
    for a page is sent to ``/login`` instead). Every failure reads the same: no hint whether the token was
    unknown, malformed or revoked;
-3. admin-only routes (``ADMIN_ONLY``: tokens, the audit log, spending and provider configuration) refuse a
-   user token with 403; a user asking for a sub-resource of another tenant's job (``/jobs/{id}/logs``,
+3. as a fallback behind each route's own declaration (``scalar.api.access``), writes under the admin
+   prefixes (``ADMIN_ONLY``: tokens, the audit log, spending and provider configuration) refuse a user
+   token with 403; a user asking for a sub-resource of another tenant's job (``/jobs/{id}/logs``,
    ``/jobs/{id}/explain``...) gets the 404 of a job that does not exist;
 4. each token may make ``rate_per_s`` requests a second (bursts of ``burst``); more: 429 with
    ``Retry-After``.
@@ -17,7 +18,8 @@ that every request goes through, whatever router or mount serves it:
 The caller (a :class:`Principal`) is then ``current_principal()`` for the rest of the request. Routes reach
 the control plane through :class:`TenantScoped`, which passes the caller's tenant to the job calls: a
 user sees, changes and cancels only its tenant's jobs (another tenant's job is 404, as if it did not
-exist); an admin sees every tenant's. With authentication off (``scalar up --no-auth``, loopback only),
+exist), and whose answers pass through one redaction step (``as_caller_sees``: other tenants' job ids,
+names and limits hidden); an admin sees every tenant's. With authentication off (``scalar up --no-auth``, loopback only),
 every request acts as an admin of tenant ``default``. See docs/security.md.
 """
 
@@ -35,7 +37,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from scalar.api.problems import ApiProblem, problem, problem_response
+from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
 from scalar.wire.jobs import FieldProblem
 
@@ -53,12 +55,14 @@ AGENT_MAX_BODY_BYTES = 8 * MAX_BODY_BYTES
 RATE_PER_S = 50.0
 RATE_BURST = 200.0
 
-# Served to anyone: health, the login page, the dashboard's static files, the API's documentation (it
-# holds no data: api/openapi.py) and the node agent's own routes (which check the agent's join or node
-# token themselves).
-PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout", "/favicon.ico", "/openapi.json", "/docs"})
-PUBLIC_PREFIXES = ("/ui/static/", "/static/", "/docs/assets/", AGENT_PREFIX)
-# (path prefix, methods or None for every method): admin tokens only.
+# Served without an API token: health, the API's description (/openapi.json, /docs and its assets: no
+# data), the login page, the dashboard's static files, and the node agent's own routes (whose declarations
+# check the agent's join, node or worker token: scalar.api.access). Each route also declares who may call
+# it (scalar.api.access); this list is the fallback in front of them all.
+PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs", LOGIN_PATH, "/logout", "/favicon.ico"})
+PUBLIC_PREFIXES = ("/docs/", "/ui/static/", "/static/", AGENT_PREFIX)
+# The fallback behind the routes' own declarations (scalar.api.access): (path prefix, methods or None for
+# every method) that need an admin token whatever a route declares.
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ADMIN_ONLY: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("/tokens", None),
@@ -81,6 +85,12 @@ _principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
 )
 
 
+def set_principal(principal: Principal) -> None:
+    """Make ``principal`` the caller for the rest of the request (a route's declaration that checked a
+    token itself: ``scalar.api.access``)."""
+    _principal.set(principal)
+
+
 def current_principal() -> Principal:
     """The caller of the request being served (``AUTH_OFF``'s admin outside a request)."""
     return _principal.get() or AUTH_OFF
@@ -96,7 +106,7 @@ def require_admin() -> Principal:
     """A dependency for routes only admins may call (403 otherwise)."""
     principal = current_principal()
     if not principal.is_admin:
-        raise ApiProblem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM])
+        raise ApiProblem(403, "forbidden", "this action needs an admin token", [ADMIN_ONLY_PROBLEM])
     return principal
 
 
@@ -127,13 +137,13 @@ class AuthPort(Protocol):
 
 # ------------------------------------------------------------------------------------------ the problems
 
-_UNAUTHORIZED = FieldProblem(
+UNAUTHORIZED_PROBLEM = FieldProblem(
     field="Authorization",
     problem="is missing, or not a valid API token",
     fix="send 'Authorization: Bearer <token>' with a token from `scalar token create` (or the one "
     "`scalar up` printed and saved in its data dir), or sign in at /login",
 )
-_ADMIN_ONLY_PROBLEM = FieldProblem(
+ADMIN_ONLY_PROBLEM = FieldProblem(
     field="Authorization",
     problem="is a user token; this action is for admins",
     fix="ask an admin, or use a token created with `scalar token create --role admin`",
@@ -141,12 +151,14 @@ _ADMIN_ONLY_PROBLEM = FieldProblem(
 
 
 def _unauthorized(path: str) -> JSONResponse:
-    body = problem(401, "unauthorized", "a valid API token is required", [_UNAUTHORIZED], instance=path)
+    body = problem(
+        401, "unauthorized", "a valid API token is required", [UNAUTHORIZED_PROBLEM], instance=path
+    )
     return problem_response(body, {"WWW-Authenticate": 'Bearer realm="scalar"'})
 
 
 def _forbidden(path: str) -> JSONResponse:
-    body = problem(403, "forbidden", "this action needs an admin token", [_ADMIN_ONLY_PROBLEM], instance=path)
+    body = problem(403, "forbidden", "this action needs an admin token", [ADMIN_ONLY_PROBLEM], instance=path)
     return problem_response(body)
 
 
@@ -285,7 +297,14 @@ class SecurityMiddleware:
             token = token_of(headers)
             found = None
             if token is not None:
-                found = await anyio.to_thread.run_sync(self.authenticate, token)
+                try:
+                    found = await anyio.to_thread.run_sync(self.authenticate, token)
+                except Exception as exc:
+                    unavailable = database_unavailable(exc, path)
+                    if unavailable is None:
+                        raise
+                    await unavailable(scope, receive, send)
+                    return
             if found is None:
                 await self._refuse(scope, receive, send, method, path, headers)
                 return
@@ -300,7 +319,15 @@ class SecurityMiddleware:
             return
         job_id = job_of_subresource(path)
         if job_id is not None and not principal.is_admin and self.owns_job is not None:
-            if not await anyio.to_thread.run_sync(self.owns_job, job_id, principal.tenant):
+            try:
+                owned = await anyio.to_thread.run_sync(self.owns_job, job_id, principal.tenant)
+            except Exception as exc:
+                unavailable = database_unavailable(exc, path)
+                if unavailable is None:
+                    raise
+                await unavailable(scope, receive, send)
+                return
+            if not owned:
                 await _no_such_job(path, job_id)(scope, receive, send)
                 return
         scope.setdefault("state", {})["principal"] = principal
@@ -362,70 +389,6 @@ def _replay(body: bytes, upstream: Receive) -> Receive:
     return receive
 
 
-# ------------------------------------------------------------------------------------- tenant scoping
-
-
-class TenantScoped:
-    """The control plane as the caller may see it: job calls limited to the caller's tenant, jobs
-    submitted under it. Every other call goes through unchanged (including ``isinstance`` checks
-    against the API's port protocols, which see the wrapped object's calls)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    @property
-    def unscoped(self) -> Any:
-        return self._inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def submit_job(self, fields: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
-        return result
-
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = self._inner.get_job(job_id, tenant=tenant_filter())
-        return result
-
-    def cancel_job(self, job_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
-        return result
-
-    def list_jobs(
-        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
-    ) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._inner.list_jobs(
-            state, limit, offset, tenant=tenant_filter(), newest_first=newest_first
-        )
-        return result
-
-    def explain_job(self, job_id: str) -> Any:
-        if self.get_job(job_id) is None:
-            return None
-        return self._inner.explain_job(job_id)
-
-
-def scoped_class(inner: Any) -> type[TenantScoped]:
-    """A ``TenantScoped`` subclass that also declares the wrapped object's public calls, so a
-    ``runtime_checkable`` protocol check (which looks at the class, on Python 3.12+) sees them."""
-    names: dict[str, Any] = {}
-    for name in dir(type(inner)):
-        if name.startswith("_") or hasattr(TenantScoped, name):
-            continue
-        if callable(getattr(type(inner), name, None)):
-            names[name] = _forwarder(name)
-    return type(f"TenantScoped{type(inner).__name__}", (TenantScoped,), names)
-
-
-def _forwarder(name: str) -> Callable[..., Any]:
-    def forward(self: TenantScoped, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.unscoped, name)(*args, **kwargs)
-
-    forward.__name__ = name
-    return forward
-
-
 # ------------------------------------------------------------------------------------------- install
 
 
@@ -447,7 +410,9 @@ def install_security(
         auth_required = port is not None and bool(getattr(settings, "auth_required", True))
     if auth_required and port is None:
         raise ValueError("authentication needs a control plane with tokens (authenticate, create_token...)")
+    from scalar.api.access import PUBLIC
     from scalar.api.routes_auth import auth_router
+    from scalar.api.tenancy import scoped_class
     from scalar.web.login import login_router
 
     limiter = RateLimiter(rate_per_s, burst)
@@ -466,8 +431,12 @@ def install_security(
         owns_job=owns_job,
     )
     app.state.rate_limiter = limiter  # tests and operators may tune it (rate_per_s, burst)
+    # the routes' declarations (scalar.api.access) check a token themselves where the middleware did not
+    app.state.authenticate = port.authenticate if auth_required and port is not None else None
     app.include_router(auth_router(port, auth_required))
-    app.include_router(login_router(port.authenticate if auth_required and port is not None else None))
+    app.include_router(
+        login_router(port.authenticate if auth_required and port is not None else None), dependencies=[PUBLIC]
+    )
     app.state.auth_required = auth_required
     if port is None:
         return control_plane

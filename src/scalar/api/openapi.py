@@ -26,6 +26,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from scalar.api.access import PUBLIC, declare_public
 from scalar.api.auth import is_admin_only, is_public
 from scalar.api.problems import PROBLEM_MEDIA_TYPE
 
@@ -50,9 +51,10 @@ def install_docs(app: FastAPI) -> None:
     """Serve Swagger UI at ``/docs`` from local assets, and complete the OpenAPI
     document (call after every router is included). The app is created with ``docs_url=None``."""
     app.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
+    declare_public(app, [ASSETS_PATH])
     title = app.title
 
-    @app.get(DOCS_PATH, include_in_schema=False)
+    @app.get(DOCS_PATH, include_in_schema=False, dependencies=[PUBLIC])
     def swagger_ui() -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url=OPENAPI_PATH,

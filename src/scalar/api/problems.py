@@ -16,10 +16,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, ResponseValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute, iter_route_contexts
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from scalar.domain.reasons import Reason
+from scalar.store.errors import DatabaseUnavailableError
 from scalar.wire.jobs import FIELD_FIXES, FieldProblem, ProblemDetails, field_problems
 
 logger = logging.getLogger("scalar.api")
@@ -94,6 +97,7 @@ class ApiProblem(Exception):
         detail: str,
         errors: Sequence[FieldProblem] = (),
         title: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -101,6 +105,7 @@ class ApiProblem(Exception):
         self.detail = detail
         self.errors = list(errors)
         self.title = title or TITLES.get(kind, "Error")
+        self.headers = dict(headers) if headers else None
 
 
 def problem(
@@ -204,7 +209,7 @@ async def _on_api_problem(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiProblem)
     body = problem(exc.status, exc.kind, exc.detail, exc.errors, instance=_instance(request))
     body = body.model_copy(update={"title": exc.title})
-    return problem_response(body)
+    return problem_response(body, exc.headers)
 
 
 async def _on_http(request: Request, exc: Exception) -> Response:
@@ -284,7 +289,48 @@ def internal_problem(request: Request) -> ProblemDetails:
     )
 
 
+# The database is down, unreachable, locked or out of connections: the request may succeed later.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    SQLAlchemyTimeoutError,
+    DatabaseUnavailableError,
+)
+DATABASE_RETRY_AFTER_S = 5
+
+
+def database_unavailable(exc: BaseException, path: str) -> JSONResponse | None:
+    """A 503 problem with ``Retry-After`` when ``exc`` (or what caused it) says the database is unavailable,
+    else ``None``. The driver's text stays in the server's log."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, DATABASE_ERRORS):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    logger.warning(
+        "database unavailable on %s: %s", path, str(cause).splitlines()[0] if str(cause) else cause
+    )
+    body = problem(
+        503,
+        "unavailable",
+        "the database is unavailable; retry shortly",
+        [
+            FieldProblem(
+                field="(server)",
+                problem="cannot reach its database right now",
+                fix=f"retry in {DATABASE_RETRY_AFTER_S} s; if it persists, an admin should check the database "
+                "(GET /healthz/details)",
+            )
+        ],
+        instance=path,
+    )
+    return problem_response(body, {"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> Response:
+    unavailable = database_unavailable(exc, request.url.path)
+    if unavailable is not None:
+        return unavailable
     logger.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(internal_problem(request))
 

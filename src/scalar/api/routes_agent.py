@@ -1,9 +1,11 @@
 """``/agent/v1/...``: the node agent's protocol (docs/agent.md), and ``GET /jobs/{id}/logs``.
 
-``POST /agents/join-tokens`` and ``GET /agents`` are for users (API token, outside the agent prefix).
-The agent always calls the controller: it registers with a one-time join token, then sends heartbeats
-(the reply is the desired state) and its assignments' output in chunks by byte offset. Agents
-authenticate with their join token, then their node token (in the body), not with API tokens.
+``POST /agents/join-tokens`` and ``POST /agents/{node_id}/remove`` are for admins, ``GET /agents`` and a
+job's logs for any API token. The agent always calls the controller: it registers with a one-time join
+token, then sends heartbeats (the reply is the desired state) and its assignments' output in chunks by
+byte offset. Agents authenticate with their join token, then their node token (in the body), not with API
+tokens; each route declares which (``scalar.api.access``: the node token is checked by a read before any
+write transaction, then rate-limited per node; workers' tokens likewise per worker).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from scalar.api.auth import require_admin
+from scalar.api.access import ADMIN, USER, agent_access, worker_access
+from scalar.api.auth import RateLimiter, require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.agents import AgentError, AgentService
 from scalar.runtime.endpoints.agent_workers import AgentWorkerError, AgentWorkerService
@@ -55,15 +58,32 @@ def _problem(err: AgentError, field: str) -> ApiProblem:
     )
 
 
-def agent_router(control_plane: AgentsPort) -> APIRouter:
+def agent_router(
+    control_plane: AgentsPort, limiter: RateLimiter | None = None, failures: RateLimiter | None = None
+) -> APIRouter:
+    """The agents' routes. ``limiter``: the per-node and per-worker rate limit (default: 50/s, bursts of
+    200); ``failures``: refused credentials per client address (default: 2/s, bursts of 20). Bogus
+    credentials are refused by a read before any write transaction (``scalar.api.access``)."""
     router = APIRouter(route_class=ProblemRoute, tags=["agents"])
     service = control_plane.agents
+    workers = AgentWorkerService(service.store, service.clock, service.secret_box)
+
+    def worker_token_valid(endpoint_id: str, worker_id: str, token: str) -> bool:
+        try:
+            workers.authenticate(endpoint_id, worker_id, token)
+        except AgentWorkerError:
+            return False
+        return True
+
+    joining, node = agent_access(service.node_token_valid, limiter=limiter, failures=failures)
+    worker = worker_access(worker_token_valid, limiter=limiter, failures=failures)
 
     @router.post(
         "/agents/join-tokens",
         status_code=201,
         response_model=JoinTokenOut,
-        summary="Create a one-time join token for a node agent",
+        summary="Create a one-time join token for a node agent (admin)",
+        dependencies=[ADMIN],
     )
     def create_join_token(body: JoinTokenRequest) -> Any:
         """Without ``node_id`` the host that registers with it becomes a user-owned, fixed-capacity block of
@@ -80,6 +100,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
             409: {**_PROBLEM, "description": "a node Scalar bought: release its block instead"},
         },
         summary="Remove a user-owned host (admin): drain it, end its block, revoke its agent's token",
+        dependencies=[ADMIN],
     )
     def remove_node(
         body: NodeRemoveRequest | None = None,
@@ -100,6 +121,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=RegisterReply,
         responses={401: _PROBLEM, 409: {**_PROBLEM, "description": "incompatible agent version"}},
         summary="An agent registers its host",
+        dependencies=[joining],
     )
     def register(body: RegisterRequest) -> Any:
         try:
@@ -112,6 +134,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=HeartbeatReply,
         responses={401: _PROBLEM},
         summary="An agent reports its assignments; the reply is the desired state",
+        dependencies=[node],
     )
     def heartbeat(body: Heartbeat) -> Any:
         try:
@@ -124,6 +147,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=LogChunkReply,
         responses={401: _PROBLEM, 404: _PROBLEM, 409: {**_PROBLEM, "description": "a gap: resend from"}},
         summary="An agent ships a chunk of an assignment's output",
+        dependencies=[node],
     )
     def ship_log(body: LogChunk) -> Any:
         try:
@@ -131,13 +155,12 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         except AgentError as err:
             raise _problem(err, "offset" if err.code == "log-gap" else "assignment_id") from None
 
-    workers = AgentWorkerService(service.store, service.clock, service.secret_box)
-
     @router.post(
         WORKER_PREFIX + "/next",
         response_model=NextReply,
         responses={401: _PROBLEM, 404: _PROBLEM},
         summary="An endpoint worker run by an agent waits for its next request (long poll)",
+        dependencies=[worker],
     )
     async def worker_next(
         request: Request,
@@ -164,6 +187,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=ResultReply,
         responses={401: _PROBLEM, 404: _PROBLEM},
         summary="An endpoint worker run by an agent posts a request's output or error",
+        dependencies=[worker],
     )
     def worker_result(
         body: ResultCall,
@@ -192,6 +216,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=ResultReply,
         responses={401: _PROBLEM, 404: _PROBLEM},
         summary="An endpoint worker run by an agent could not load its handler",
+        dependencies=[worker],
     )
     def worker_failed(
         body: FailedCall,
@@ -204,7 +229,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
             raise _problem(err, "token") from None
         return ResultReply(accepted=not reason.startswith("ignored"), reason=reason)
 
-    @router.get("/agents", summary="Registered agents and their leases")
+    @router.get("/agents", summary="Registered agents and their leases", dependencies=[USER])
     def list_agents() -> Any:
         return {"agents": service.agents()}
 
@@ -213,6 +238,7 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
         response_model=JobLogsOut,
         responses={404: {**_PROBLEM, "description": "no such job"}},
         summary="A job's output (its latest attempt unless attempt is given), from a byte offset",
+        dependencies=[USER],
     )
     def job_logs(
         job_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),

@@ -1,7 +1,7 @@
 """``/whoami``, ``/tokens`` and ``/audit``: who the caller is, API tokens and the audit log (admin).
 
-The checks themselves (tokens, tenants, admin-only paths, limits) are in ``scalar.api.auth``; these
-routes also call ``require_admin`` themselves. See docs/security.md.
+Each route declares who may call it (``scalar.api.access``); the middleware in ``scalar.api.auth`` checks
+tokens, tenants and limits in front of them. See docs/security.md.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from scalar.api.access import ADMIN, USER
 from scalar.api.auth import AuthPort, current_principal, require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.auth import EXPIRES_IN_PATTERN, AuthError
@@ -81,7 +82,13 @@ class WhoAmI(BaseModel):
 def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["auth"])
 
-    @router.get("/whoami", response_model=WhoAmI, responses={401: _AUTH_RESPONSES[401]}, summary="Who am I")
+    @router.get(
+        "/whoami",
+        response_model=WhoAmI,
+        responses={401: _AUTH_RESPONSES[401]},
+        summary="Who am I",
+        dependencies=[USER],
+    )
     def whoami() -> Any:
         principal = current_principal()
         return WhoAmI(
@@ -100,6 +107,7 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
         response_model=TokenCreated,
         responses=_AUTH_RESPONSES,
         summary="Create an API token (admin); the token is shown once",
+        dependencies=[ADMIN],
     )
     def create_token(body: TokenCreate) -> Any:
         actor = require_admin().token_id
@@ -116,7 +124,11 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
             ) from None
 
     @router.get(
-        "/tokens", response_model=TokenListOut, responses=_AUTH_RESPONSES, summary="List API tokens (admin)"
+        "/tokens",
+        response_model=TokenListOut,
+        responses=_AUTH_RESPONSES,
+        summary="List API tokens (admin)",
+        dependencies=[ADMIN],
     )
     def list_tokens() -> Any:
         require_admin()
@@ -127,6 +139,7 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
         response_model=TokenOut,
         responses={**_AUTH_RESPONSES, 404: {**_PROBLEM, "description": "no such token"}},
         summary="Revoke an API token (admin); it is refused from the next request on",
+        dependencies=[ADMIN],
     )
     def revoke_token(token_id: str = Path(min_length=1, max_length=32)) -> Any:
         actor = require_admin().token_id
@@ -145,6 +158,7 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
         response_model=AuditOut,
         responses=_AUTH_RESPONSES,
         summary="The audit log (admin): every purchase, release and token change, with its tenant",
+        dependencies=[ADMIN],
     )
     def audit(
         tenant: str | None = Query(None, min_length=1, max_length=64, description="only this tenant's rows"),

@@ -1,6 +1,6 @@
 """``GET /budgets`` and ``PUT /budgets``: spend limits per tenant and global (docs/budgets.md).
 
-``PUT`` is admin-only (``api/auth.py``, ``ADMIN_ONLY``). Registered by ``create_app`` when the control plane
+``GET`` is for any token, ``PUT`` for admins (declared on the routes: ``api/access.py``). Registered by ``create_app`` when the control plane
 has these calls (``BudgetsPort``).
 """
 
@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
+from scalar.api.access import ADMIN, USER
+from scalar.api.auth import require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
@@ -23,7 +25,7 @@ _AMOUNT = r"^\d{1,12}(\.\d{1,6})?$"
 class BudgetsPort(Protocol):
     def budgets(self) -> dict[str, Any]: ...
 
-    def put_budgets(self, limits: Any) -> dict[str, Any]: ...
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]: ...
 
 
 class LimitBody(BaseModel):
@@ -39,12 +41,13 @@ class BudgetsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     limits: list[LimitBody] = Field(
-        default_factory=list, max_length=1000, description="every limit (replaces)"
+        max_length=1000,
+        description="every limit (replaces them all); required: an explicit [] removes every limit",
     )
 
 
 def budgets_router(control_plane: BudgetsPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["budgets"])
+    router = APIRouter(route_class=ProblemRoute, tags=["budgets"], dependencies=[USER])
 
     @router.get("/budgets", summary="Spend limits, and what is committed against each")
     def get_budgets() -> dict[str, Any]:
@@ -55,13 +58,17 @@ def budgets_router(control_plane: BudgetsPort) -> APIRouter:
     @router.put(
         "/budgets",
         summary="Replace every spend limit (admin)",
+        dependencies=[ADMIN],
         responses={422: {**_PROBLEM, "description": "a limit is invalid"}},
     )
     def put_budgets(body: BudgetsBody) -> dict[str, Any]:
         """The limits apply from the controller's next step; a purchase that would break one waits with
-        reason ``budget_exceeded``. Scopes not listed have no limit."""
+        reason ``budget_exceeded``. Scopes not listed have no limit. ``limits`` is required (``{}`` is
+        refused): ``[]`` removes every limit. Audit-logged (``budgets.replace``, ``budgets.clear``)."""
         try:
-            return control_plane.put_budgets([lim.model_dump() for lim in body.limits])
+            return control_plane.put_budgets(
+                [lim.model_dump() for lim in body.limits], actor=require_admin().token_id
+            )
         except InvalidSpecError as err:
             fix = err.hint or "give amounts >= 0 in USD and one limit per scope"
             raise ApiProblem(

@@ -11,11 +11,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Path, Query, Request
 
+from scalar.api.access import USER
 from scalar.api.auth import current_principal
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute, problem_response, rejection_problem
-from scalar.runtime.auth import redact_view
 from scalar.runtime.service import JobRejectedError
-from scalar.wire.jobs import FieldProblem, JobSubmission, ProblemDetails
+from scalar.wire.jobs import FieldProblem, HealthOut, JobSubmission, ProblemDetails
 from scalar.wire.views import (
     AutoscalerOut,
     BlocksOut,
@@ -48,18 +48,8 @@ class ClusterPort(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
-def _as_caller_sees(control_plane: Any, payload: Any) -> Any:
-    """A cluster-wide view as the caller may see it: all of it for an admin; for anyone else other
-    tenants' job ids become ``other-tenant`` and per-tenant costs keep the caller's (docs/security.md)."""
-    principal = current_principal()
-    tokens = getattr(control_plane, "tokens", None)
-    if principal.is_admin or tokens is None:
-        return payload
-    return redact_view(payload, principal.tenant, tokens.foreign_job_ids)
-
-
 def cluster_router(control_plane: ClusterPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["cluster"])
+    router = APIRouter(route_class=ProblemRoute, tags=["cluster"], dependencies=[USER])
 
     @router.get(
         "/jobs/{job_id}/explain",
@@ -96,7 +86,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     ) -> Any:
         """Per node: provider, tier, state, expiry, and each GPU with its jobs and VRAM in use; totals with
         GPUs allocated and idle, utilization and fragmentation."""
-        return _as_caller_sees(control_plane, control_plane.nodes(include_gone))
+        return control_plane.nodes(include_gone)
 
     @router.get(
         "/blocks",
@@ -107,7 +97,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     def list_blocks(
         status: BlockStatus | None = Query(None, description="only blocks in this status"),
     ) -> Any:
-        return _as_caller_sees(control_plane, control_plane.blocks(status))
+        return control_plane.blocks(status)
 
     @router.get(
         "/autoscaler/status",
@@ -120,7 +110,7 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
         """The last routing decision and its pending groups (from the leader; a follower says so in
         ``notes``), unmet demand with reasons, slice counts per scale group and state (requesting,
         booting, initializing, ready, failed, terminated), open purchases and the last 100 actions."""
-        return _as_caller_sees(control_plane, control_plane.autoscaler_status(all_groups))
+        return control_plane.autoscaler_status(all_groups)
 
     @router.get(
         "/costs",
@@ -131,13 +121,16 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     def costs(
         points: int = Query(24, ge=2, le=500, description="points in the spend-over-time series"),
     ) -> Any:
-        return _as_caller_sees(control_plane, control_plane.costs(points))
+        return control_plane.costs(points)
 
     @router.get("/status", response_model=StatusOut, summary="Health, counts, GPUs, spend and slices at once")
     def status() -> Any:
         """What ``scalar status`` prints: the health, jobs by state, nodes by state, GPUs allocated and
         idle, spend, slices by lifecycle state and the leader's step latency."""
-        return _as_caller_sees(control_plane, control_plane.status())
+        answer = control_plane.status()
+        if not current_principal().is_admin:  # the public health: no database, host or process
+            answer["health"] = HealthOut.model_validate(answer.get("health") or {}).model_dump(mode="json")
+        return answer
 
     @router.post(
         "/jobs/preview",

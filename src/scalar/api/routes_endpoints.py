@@ -13,10 +13,15 @@ from typing import Any
 from fastapi import APIRouter, Body, Path, Query, Response
 from pydantic import ValidationError
 
+from scalar.api.access import USER
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
-from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService
+from scalar.runtime.endpoints.service import (
+    EndpointNotFoundError,
+    EndpointService,
+    HandlerNotAllowedError,
+)
 from scalar.wire.endpoints import EndpointSpecFile, spec_body_schema
 from scalar.wire.endpoints_api import (
     MAX_ID_LENGTH,
@@ -62,6 +67,22 @@ def spec_problem(exc: Exception) -> ApiProblem:
     return ApiProblem(422, "invalid-request", f"{first.field}: {first.problem}", errors)
 
 
+def handler_problem(exc: HandlerNotAllowedError) -> ApiProblem:
+    """403 naming ``handler``: a local handler runs on the control plane's host, so an admin chooses it."""
+    return ApiProblem(
+        403,
+        "forbidden",
+        f"handler: {exc.handler!r} is not an allowed handler",
+        [
+            FieldProblem(
+                field="handler",
+                problem=f"{exc.handler!r} is not in a module an admin allowed",
+                fix=exc.fix,
+            )
+        ],
+    )
+
+
 def not_found(endpoint_id: str) -> ApiProblem:
     return ApiProblem(
         404,
@@ -76,7 +97,7 @@ def not_found(endpoint_id: str) -> ApiProblem:
 
 
 def endpoints_router(service: EndpointService) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["endpoints"])
+    router = APIRouter(route_class=ProblemRoute, tags=["endpoints"], dependencies=[USER])
 
     @router.post(
         "/endpoints",
@@ -95,10 +116,15 @@ def endpoints_router(service: EndpointService) -> APIRouter:
     ) -> Any:
         try:
             created = service.create(
-                body, None if target is None else target.value, tenant=current_principal().tenant
+                body,
+                None if target is None else target.value,
+                tenant=current_principal().tenant,
+                admin=current_principal().is_admin,
             )
         except (InvalidSpecError, ValidationError) as exc:
             raise spec_problem(exc) from None
+        except HandlerNotAllowedError as exc:
+            raise handler_problem(exc) from None
         response.headers["Location"] = f"/endpoints/{created['id']}"
         return created
 
@@ -156,11 +182,15 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         body: dict[str, Any] = Body(..., description="spec fields to change"),
     ) -> Any:
         try:
-            return service.update(endpoint_id, body, tenant=tenant_filter())
+            return service.update(
+                endpoint_id, body, tenant=tenant_filter(), admin=current_principal().is_admin
+            )
         except EndpointNotFoundError:
             raise not_found(endpoint_id) from None
         except (InvalidSpecError, ValidationError) as exc:
             raise spec_problem(exc) from None
+        except HandlerNotAllowedError as exc:
+            raise handler_problem(exc) from None
 
     @router.delete(
         "/endpoints/{endpoint_id}",

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from scalar.api.access import USER
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import (
     PARAMETER_FIXES,
@@ -65,7 +66,7 @@ def _job(raw: dict[str, Any]) -> JobOut:
 
 
 def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["jobs"])
+    router = APIRouter(route_class=ProblemRoute, tags=["jobs"], dependencies=[USER])
 
     @router.post(
         "/jobs",

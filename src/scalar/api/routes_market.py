@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import make_url
 
+from scalar.api.access import ADMIN, PUBLIC, USER
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute
-from scalar.wire.jobs import FieldProblem, HealthOut, ProblemDetails
+from scalar.wire.jobs import FieldProblem, HealthDetailsOut, HealthOut, ProblemDetails
 from scalar.wire.orderbook import OrderbookResponse
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -38,6 +39,21 @@ def _redacted(url: Any) -> Any:
         return "(hidden)"
 
 
+HEALTH_RETRY_AFTER_S = 5
+
+
+def health_response(model: type[HealthOut], raw: dict[str, Any]) -> Any:
+    """``raw`` shown as ``model`` (its fields only): 200 when ok, else 503 with ``Retry-After``."""
+    health = model.model_validate(raw)
+    if health.status != "ok":
+        return JSONResponse(
+            health.model_dump(mode="json"),
+            status_code=503,
+            headers={"Retry-After": str(HEALTH_RETRY_AFTER_S)},
+        )
+    return health
+
+
 def market_router(control_plane: ControlPlanePort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute)
 
@@ -46,22 +62,33 @@ def market_router(control_plane: ControlPlanePort) -> APIRouter:
         response_model=HealthOut,
         tags=["health"],
         summary="Is the control plane up, and is this process the leader?",
-        responses={503: {"model": HealthOut, "description": "up but not healthy"}},
+        dependencies=[PUBLIC],
+        responses={503: {"model": HealthOut, "description": "up but not ok: starting or degraded"}},
     )
     def healthz() -> Any:
+        """``status`` ok (200) or starting/degraded (503, with ``Retry-After`` and a ``problem`` code). Public,
+        so it names no database, host or process: an admin reads those from ``GET /healthz/details``."""
+        return health_response(HealthOut, control_plane.health())
+
+    @router.get(
+        "/healthz/details",
+        response_model=HealthDetailsOut,
+        tags=["health"],
+        summary="The health with the database, the lease holder and the driver's error (admin)",
+        dependencies=[ADMIN],
+        responses={503: {"model": HealthDetailsOut, "description": "up but not ok: starting or degraded"}},
+    )
+    def healthz_details() -> Any:
         raw = dict(control_plane.health())
-        if "database" in raw:
-            raw["database"] = _redacted(raw["database"])
-        health = HealthOut.model_validate(raw)
-        if health.status != "ok":
-            return JSONResponse(health.model_dump(mode="json"), status_code=503)
-        return health
+        raw["database"] = _redacted(raw.get("database"))
+        return health_response(HealthDetailsOut, raw)
 
     @router.get(
         "/orderbook",
         response_model=OrderbookResponse,
         tags=["market"],
         summary="The orderbook of an instance type and the price seed 000's algorithm would bid",
+        dependencies=[USER],
         responses={
             404: {**_PROBLEM, "description": "no orderbook for this instance type"},
             422: {**_PROBLEM, "description": "a bad parameter"},

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
+from scalar.api.access import USER
 from scalar.api.problems import ProblemRoute
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -108,7 +109,7 @@ def render_metrics(snap: Mapping[str, Any]) -> str:
 
 
 def metrics_router(control_plane: MetricsPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["metrics"])
+    router = APIRouter(route_class=ProblemRoute, tags=["metrics"], dependencies=[USER])
 
     @router.get(
         "/metrics",

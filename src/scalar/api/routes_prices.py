@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Query
 
+from scalar.api.access import USER
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.arbitrage import NoSuitableInstanceError, WorkloadRequirements
 from scalar.domain.errors import InvalidSpecError
@@ -69,7 +70,7 @@ def no_match_problem(exc: NoSuitableInstanceError) -> ApiProblem:
 
 
 def prices_router(control_plane: PricesPort) -> APIRouter:
-    router = APIRouter(route_class=ProblemRoute, tags=["market"])
+    router = APIRouter(route_class=ProblemRoute, tags=["market"], dependencies=[USER])
 
     @router.get("/prices", summary="Every offer, built-in and live, with $/GPU-hour and freshness")
     def prices(

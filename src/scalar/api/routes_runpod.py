@@ -27,8 +27,16 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError
 
+from scalar.api.access import USER
 from scalar.api.auth import MAX_BODY_BYTES, tenant_filter
-from scalar.api.problems import ApiProblem, internal_problem, logger, problem, validation_problem
+from scalar.api.problems import (
+    ApiProblem,
+    database_unavailable,
+    internal_problem,
+    logger,
+    problem,
+    validation_problem,
+)
 from scalar.domain.endpoint_scaling import RequestStatus
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService, RequestNotFoundError
 from scalar.wire.endpoints_api import (
@@ -87,7 +95,10 @@ class RunPodRoute(APIRoute):
                 return runpod_problem(validation_problem(exc, path))
             except ApiProblem as exc:
                 return _fail(exc.status, exc.kind, exc.detail, exc.errors, path)
-            except Exception:
+            except Exception as exc:
+                unavailable = database_unavailable(exc, path)
+                if unavailable is not None:  # 503 with Retry-After, as on every route
+                    return unavailable
                 logger.exception("unexpected error on %s %s", request.method, path)
                 return runpod_problem(internal_problem(request))
 
@@ -215,7 +226,7 @@ def _run_body() -> dict[str, Any]:
 
 
 def runpod_router(service: EndpointService) -> APIRouter:
-    router = APIRouter(prefix="/v2", tags=["runpod data plane"], route_class=RunPodRoute)
+    router = APIRouter(prefix="/v2", tags=["runpod data plane"], route_class=RunPodRoute, dependencies=[USER])
 
     def submit(endpoint_id: str, job_input: Any, tenant: str | None) -> dict[str, Any]:
         try:

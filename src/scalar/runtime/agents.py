@@ -309,6 +309,16 @@ class AgentService:
             raise _removed(node_id)
         return agent
 
+    def node_token_valid(self, node_id: str, node_token: str) -> bool:
+        """Whether ``node_token`` is ``node_id``'s (a removed node's too: its call then gets its 410), by a
+        read: the API checks this before any write transaction, so a bogus call costs no write lock."""
+        with self._store().read() as tx:
+            try:
+                self._authenticate(tx.conn, node_id, node_token, allow_removed=True)
+            except AgentError:
+                return False
+        return True
+
     # ---- heartbeats ----------------------------------------------------------------------------------
 
     def heartbeat(self, beat: Heartbeat) -> HeartbeatReply:

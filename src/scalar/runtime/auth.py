@@ -27,6 +27,7 @@ from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock
 from scalar.engine.state import ClusterState
 from scalar.store import Store, Tx
 from scalar.store import auth as repo
+from scalar.store import budget as ledger
 from scalar.store.auth import AuditEntry, StoredAuditEntry, StoredToken
 from scalar.store.schema_auth import ROLES
 
@@ -224,6 +225,13 @@ class TokenService:
         with self._store().read() as tx:
             return repo.foreign_job_ids(tx.conn, tenant, ids)
 
+    def other_tenants(self, tenant: str) -> set[str]:
+        """Every tenant's name but ``tenant``'s: of the tokens and of the spend limits (budget scopes)."""
+        with self._store().read() as tx:
+            names = {t.tenant for t in repo.list_tokens(tx.conn)}
+            names.update(row.scope for row in ledger.read_limits(tx.conn))
+        return names - {tenant, GLOBAL_SCOPE}
+
     def audit(
         self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
     ) -> list[dict[str, Any]]:
@@ -248,14 +256,23 @@ def list_jobs_of_tenant(
     return [dict(r.data) for r in rows]
 
 
-# ---- cluster-wide views seen by a tenant ---------------------------------------------------------------
+# ---- what a tenant may see: one redaction step at the API's boundary ----------------------------------
 
-OTHER_TENANT = "other-tenant"
-"""What a non-admin sees instead of another tenant's job id in ``/nodes``, ``/blocks``,
-``/autoscaler/status``, ``/status`` and ``/costs`` (counts and GPU maps are kept: capacity stays visible)."""
+OTHER_TENANT = "another tenant's job"
+"""What a non-admin sees instead of another tenant's job id, wherever it appears in an answer (job ids in
+``/nodes``, ``/blocks``, ``/autoscaler/status``, ``/status``, ``/costs``; ids inside reasons, explanations and
+stories). Counts and GPU maps are kept: capacity stays visible."""
+OTHER_TENANT_NAME = "another tenant"
+"""What a non-admin sees instead of another tenant's name (``tenant team-b``, ``(team-b's)``, a ``tenant``
+field)."""
 JOB_ID_KEYS = frozenset({"job_id", "job_ids", "jobs", "for_jobs", "bought_for_jobs", "example", "subject"})
 _JOB_ID_SUFFIXES = ("job_id", "job_ids", "task_id", "task_ids", "_jobs")
 TENANT_KEYS = frozenset({"by_tenant", "tenants"})
+SCOPED_LISTS = frozenset({"limits", "usage"})
+"""Lists of per-scope rows (``GET /budgets``): a non-admin keeps the global rows and its own tenant's."""
+GLOBAL_SCOPE = "global"
+# A job id as the control plane makes them (runtime.jobs.new_job_id), found inside any text.
+JOB_ID_IN_TEXT = re.compile(r"job-\d{8}T\d{6}-[0-9a-f]{6}")
 
 
 def _candidate_ids(value: Any, under_id_key: bool, out: set[str]) -> None:
@@ -265,43 +282,80 @@ def _candidate_ids(value: Any, under_id_key: bool, out: set[str]) -> None:
     elif isinstance(value, list):
         for item in value:
             _candidate_ids(item, under_id_key, out)
-    elif under_id_key and isinstance(value, str):
-        out.add(value)
+    elif isinstance(value, str):
+        if under_id_key:
+            out.add(value)
+        out.update(JOB_ID_IN_TEXT.findall(value))
 
 
-def _redacted(value: Any, foreign: set[str], pattern: re.Pattern[str] | None, tenant: str) -> Any:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key in TENANT_KEYS and isinstance(item, dict):
-                out[key] = {k: v for k, v in item.items() if k == tenant}
-            elif key in TENANT_KEYS and isinstance(item, list):
-                out[key] = [r for r in item if not isinstance(r, dict) or r.get("tenant") == tenant]
-            else:
-                out[key] = _redacted(item, foreign, pattern, tenant)
-        return out
-    if isinstance(value, list):
-        return [_redacted(item, foreign, pattern, tenant) for item in value]
-    if isinstance(value, str):
-        if value in foreign:
+class _Redaction:
+    def __init__(self, tenant: str, foreign_ids: set[str], foreign_tenants: set[str]) -> None:
+        self.tenant = tenant
+        self.foreign_ids = foreign_ids
+        self.foreign_tenants = foreign_tenants
+        self.ids: re.Pattern[str] | None = None
+        if foreign_ids:
+            alternatives = "|".join(re.escape(i) for i in sorted(foreign_ids, key=len, reverse=True))
+            self.ids = re.compile(r"(?<![\w.-])(?:job )?(" + alternatives + r")(?![\w-])")
+        self.names: re.Pattern[str] | None = None
+        if foreign_tenants:
+            alternatives = "|".join(re.escape(t) for t in sorted(foreign_tenants, key=len, reverse=True))
+            self.names = re.compile(
+                r"\btenant (?:" + alternatives + r")(?![\w-])|(?<=\()(?:" + alternatives + r")(?='s\))"
+            )
+
+    def text(self, value: str) -> str:
+        if value in self.foreign_ids:
             return OTHER_TENANT
-        if pattern is not None:
-            return pattern.sub(OTHER_TENANT, value)
-    return value
+        if self.ids is not None:
+            value = self.ids.sub(OTHER_TENANT, value)
+        if self.names is not None:
+            value = self.names.sub(OTHER_TENANT_NAME, value)
+        return value
+
+    def visible_row(self, item: Any) -> bool:
+        scope = item.get("scope") if isinstance(item, dict) else None
+        return scope is None or scope in (GLOBAL_SCOPE, self.tenant)
+
+    def apply(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key in TENANT_KEYS and isinstance(item, dict):
+                    out[key] = {k: v for k, v in item.items() if k == self.tenant}
+                elif key in TENANT_KEYS and isinstance(item, list):
+                    out[key] = [r for r in item if not isinstance(r, dict) or r.get("tenant") == self.tenant]
+                elif key == "tenant" and item in self.foreign_tenants:
+                    out[key] = OTHER_TENANT_NAME
+                elif key in SCOPED_LISTS and isinstance(item, list):
+                    out[key] = [self.apply(r) for r in item if self.visible_row(r)]
+                else:
+                    out[key] = self.apply(item)
+            return out
+        if isinstance(value, list):
+            return [self.apply(item) for item in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
 
 
-def redact_view(payload: Any, tenant: str, foreign_of: Callable[[str, Sequence[str]], set[str]]) -> Any:
-    """``payload`` as ``tenant`` (not an admin) may see it: every other tenant's job id (under a job id
-    key, and wherever else that id appears in a string) becomes ``other-tenant``; ``by_tenant`` and
-    ``tenants`` keep only ``tenant``'s entry. ``foreign_of(tenant, ids)``: which ids are others' jobs."""
+def redact_view(
+    payload: Any,
+    tenant: str,
+    foreign_of: Callable[[str, Sequence[str]], set[str]],
+    other_tenants: Callable[[str], set[str]] | None = None,
+) -> Any:
+    """``payload`` as ``tenant`` (not an admin) may see it: every other tenant's job id (under a job id key,
+    and wherever it appears in a string: reasons, explanations, stories) becomes ``another tenant's job``;
+    another tenant's name (``tenant X``, ``(X's)``, a field holding it) becomes ``another tenant``;
+    ``by_tenant`` and ``tenants`` keep only ``tenant``'s entry; per-scope rows (``limits``, ``usage``) keep
+    the global and ``tenant``'s. ``foreign_of(tenant, ids)``: which ids are others' jobs;
+    ``other_tenants(tenant)``: the other tenants' names. The input is not changed."""
     candidates: set[str] = set()
     _candidate_ids(payload, False, candidates)
     foreign = foreign_of(tenant, sorted(candidates)) if candidates else set()
-    pattern = None
-    if foreign:
-        alternatives = "|".join(re.escape(i) for i in sorted(foreign, key=len, reverse=True))
-        pattern = re.compile(r"(?<![\w.-])(" + alternatives + r")(?![\w-])")
-    return _redacted(payload, foreign, pattern, tenant)
+    names = other_tenants(tenant) if other_tenants is not None else set()
+    return _Redaction(tenant, foreign, names - {tenant}).apply(payload)
 
 
 # ---- the audit log of the controller's purchases and releases ------------------------------------------

@@ -35,8 +35,10 @@ from scalar.engine.budget import (
 from scalar.engine.codec import event_to_dict
 from scalar.engine.events import BudgetsChanged, OrderUpdated
 from scalar.engine.state import ClusterState
+from scalar.runtime.auth import SYSTEM_TENANT
 from scalar.store import Store, Tx
 from scalar.store import budget as ledger
+from scalar.store.auth import AuditEntry, add_audit
 
 BUDGETS = "budgets"  # inbox kind and entity of a limits change
 REFUSED = "budget_refused"  # the outbox payload's marker of a purchase the limits refused
@@ -147,12 +149,16 @@ def get_limits(store: Store, now: datetime) -> dict[str, Any]:
     return {"limits": [x.to_dict() for x in limits], "usage": usage}
 
 
-def put_limits(store: Store, data: Any, now: datetime) -> dict[str, Any]:
-    """Replace every limit (``InvalidSpecError`` naming the field for bad input); returns :func:`get_limits`."""
+def put_limits(store: Store, data: Any, now: datetime, *, actor: str = "(local)") -> dict[str, Any]:
+    """Replace every limit (``InvalidSpecError`` naming the field for bad input); returns :func:`get_limits`.
+    Audit-logged as ``budgets.replace`` (``budgets.clear`` when ``data`` is empty: every limit removed)."""
     limits = limits_from_list(data, "limits")
+    action = "budgets.replace" if limits else "budgets.clear"
+    entry = AuditEntry(now, SYSTEM_TENANT, actor, action, BUDGETS, {"limits": [x.to_dict() for x in limits]})
     with store.write() as tx:
         ledger.replace_limits(tx.conn, to_rows(limits), now)
         tx.add_inbox(BUDGETS, BUDGETS, event_to_dict(BudgetsChanged("inbox", limits)), now=now)
+        add_audit(tx.conn, [entry])
     return get_limits(store, now)
 
 

@@ -12,7 +12,8 @@ INTERFACE CHANGES (for the API/CLI helper; the rest is as in /tmp/controlplane-i
   only submits and reads); ``start()`` calls it. ``ControlPlane`` is a context manager (start/stop).
 - ``ControlPlane.run_executor_once() -> int`` executes the claimable actions once (tests drive it).
 - Job dicts also carry ``reason_code`` and ``preemptions``; ``cancel_job`` adds ``cancel_requested: true``.
-- ``health()`` also returns ``holder``, ``epoch``, ``backend``, ``lease_holder``, ``lease_expires_at``.
+- ``health()``: ``status`` (ok | starting | degraded) and ``problem`` (a code), ``role``, ``last_step_at``, and
+  for admins ``database``, ``holder``, ``epoch``, ``backend``, ``lease_holder``, ``lease_expires_at``, ``error``.
 - ``explain_job(job_id) -> list[str] | None``: the leader's explanation lines (``None`` on a follower or for
   an unknown job); ``story(entity_id)`` reads the stored decisions (any process).
 """
@@ -282,7 +283,11 @@ class ControlPlane:
         """Serverless endpoints (``scalar.runtime.endpoints``): their workers are this plane's jobs."""
         if self._endpoints is None:
             self._endpoints = EndpointService(
-                self, lambda: self._opened()[0], self.clock, seed=self.settings.market_seed or 0
+                self,
+                lambda: self._opened()[0],
+                self.clock,
+                seed=self.settings.market_seed or 0,
+                allowed_handlers=self.settings.endpoint_handlers,
             )
         return self._endpoints
 
@@ -340,16 +345,44 @@ class ControlPlane:
         return leader.lease_expires_at > self.clock()
 
     def health(self) -> dict[str, Any]:
-        """``{"status": "ok", "role": "leader"|"follower", "database": ..., "last_step_at": ...}``."""
-        store, leader = self._opened()
+        """``status`` ok | starting | degraded, ``problem`` (a code, unless ok: ``HEALTH_PROBLEMS``),
+        ``role``, ``last_step_at``, and the details only admins see (``database``, ``holder``, ``epoch``,
+        ``lease_holder``, ``lease_expires_at``, the driver's ``error``): the API shows each its part."""
+        if self.store is None and self._open_lock.locked():  # another thread is opening (migrating) it
+            return {
+                "status": "starting",
+                "problem": "not-open",
+                "role": "follower",
+                "holder": self.settings.holder,
+            }
+        try:
+            store, leader = self._opened()
+        except Exception as err:  # the database cannot be opened
+            return {
+                "status": "degraded",
+                "problem": "database-unavailable",
+                "error": _first_line(err),
+                "role": "follower",
+                "holder": self.settings.holder,
+            }
         lease = None
-        status = "ok"
+        status, problem, error = "ok", None, None
         try:
             lease = store.read_lease(self.settings.lease_name)
         except Exception as err:  # the database is down
-            status = f"degraded: {err}"
+            status, problem, error = "degraded", "database-unavailable", _first_line(err)
+        now = self.clock()
+        if (
+            lease is not None
+            and lease.expires_at is not None
+            and not self.is_leader
+            and (now - lease.expires_at).total_seconds() > self.settings.lease_ttl_s
+        ):
+            status, problem = "degraded", "no-leader"
         return {
             "status": status,
+            "problem": problem,
+            "error": error,
             "role": "leader" if self.is_leader else "follower",
             "database": store.url,
             "backend": store.backend,
@@ -480,10 +513,10 @@ class ControlPlane:
         store, _ = self._opened()
         return budgets_mod.get_limits(store, self.clock())
 
-    def put_budgets(self, limits: Any) -> dict[str, Any]:
-        """Replace every spend limit; ``InvalidSpecError`` names a bad field."""
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]:
+        """Replace every spend limit (``[]``: none), audit-logged; ``InvalidSpecError`` names a bad field."""
         store, _ = self._opened()
-        return budgets_mod.put_limits(store, limits, self.clock())
+        return budgets_mod.put_limits(store, limits, self.clock(), actor=actor)
 
     def explain_job(self, job_id: str) -> list[str] | None:
         _, leader = self._opened()
@@ -624,3 +657,8 @@ class ControlPlane:
         items = select_offers(self._all_offers(), gpu_model=gpu_model)
         live = [lo for lo in self._live_prices().offers() if lo.offer in {i.offer for i in items}]
         return aggregate_market(items, live_books(self.sellers, live, self.clock()))
+
+
+def _first_line(err: BaseException) -> str:
+    """The first line of an error's text (a driver's error can span many), at most 500 characters."""
+    return (str(err).splitlines() or [type(err).__name__])[0][:500]

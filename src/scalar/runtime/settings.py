@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import tomllib
 import uuid
@@ -162,6 +163,9 @@ class Settings:
     auth_required: bool = True
     # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
     kubernetes: KubernetesSettings | None = None
+    # [endpoints] handlers: the modules (or module prefixes) whose functions users may deploy as a local
+    # endpoint's handler; anything else only an admin may deploy (docs/security.md)
+    endpoint_handlers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -193,6 +197,8 @@ _BYTES = "bytes"
 _JOB_USER = "job_user"
 _SANDBOX = "sandbox"
 _UID_RANGE = "uid_range"
+_MODULES = "modules"
+_MODULE_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.|:[A-Za-z_][A-Za-z0-9_]*)?")
 
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "server": {
@@ -237,6 +243,7 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "max_bytes_per_tenant": ("logs_max_bytes_per_tenant", _BYTES),
         "retention_s": ("logs_retention_s", _POSITIVE),
     },
+    "endpoints": {"handlers": ("endpoint_handlers", _MODULES)},
 }
 SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
@@ -315,6 +322,21 @@ def _check(key: str, kind: str, value: Any, source: str) -> Any:
                 )
             names.append(name)
         return tuple(dict.fromkeys(names))
+    if kind == _MODULES:
+        if not isinstance(value, list | tuple):
+            raise bad(f"must be a list of module names, got {value!r}", 'e.g. ["my_service.handlers"]')
+        modules = []
+        for i, entry in enumerate(value):
+            if not isinstance(entry, str) or _MODULE_ENTRY.fullmatch(entry) is None:
+                raise SettingsError(
+                    f"{key}[{i}]",
+                    f"is not a module, module prefix or module:function, got {entry!r}",
+                    'write e.g. "my_service" (it and its submodules), "my_service." (its submodules) or '
+                    '"my_service.handlers:square"',
+                    source=source,
+                )
+            modules.append(entry)
+        return tuple(dict.fromkeys(modules))
     raise AssertionError(kind)  # pragma: no cover
 
 

@@ -11,6 +11,7 @@ problem on the page (with a 200 or the problem's 4xx), never a 500.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -227,10 +228,14 @@ def dashboard_router() -> APIRouter:
     return router
 
 
-def mount_dashboard(app: FastAPI) -> None:
-    """Serve the dashboard's pages under /ui and its script and styles under /ui/static."""
-    app.include_router(dashboard_router())
-    app.mount(f"{PREFIX}/static", StaticFiles(directory=str(STATIC_DIR)), name="dashboard-static")
+STATIC_PATH = f"{PREFIX}/static"
+
+
+def mount_dashboard(app: FastAPI, dependencies: Sequence[Any] = ()) -> None:
+    """Serve the dashboard's pages under /ui (each with ``dependencies``: who may see them) and its script
+    and styles under /ui/static (``STATIC_PATH``: public, no data)."""
+    app.include_router(dashboard_router(), dependencies=list(dependencies))
+    app.mount(STATIC_PATH, StaticFiles(directory=str(STATIC_DIR)), name="dashboard-static")
 
 
 def wants_html(accept: str) -> bool:

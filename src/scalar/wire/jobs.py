@@ -107,6 +107,12 @@ FIELD_FIXES: dict[str, str] = {
         f"give how many TCP ports the agent should allocate for the command, a whole number from 0 to {MAX_PORTS} "
         "(they arrive as $PORT and $SCALAR_PORTS); ports need a command"
     ),
+    "command": 'give argv as a list of strings without NUL characters, e.g. ["python", "train.py"]',
+    "env": (
+        'give {"NAME": "value"} (or {"NAME": {"value": "...", "secret": true}}): names without "=" or NUL, '
+        "values without NUL"
+    ),
+    "workdir": "give a directory path without NUL characters, or leave it out",
 }
 
 
@@ -150,6 +156,25 @@ MAX_ENV = 1000
 # A secret env value is stored sealed (``scalar-secret:v1:<ciphertext>``, runtime/secrets.py) and shown so.
 SECRET_PREFIX = "scalar-secret:"
 REDACTED = "***"
+
+
+def no_nul(value: str) -> str:
+    """An argv word or env value: a NUL cannot reach a process (execve ends the string there)."""
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character (\\u0000): a process cannot receive it")
+    return value
+
+
+def env_key(value: str) -> str:
+    """An environment variable's name: no ``=`` (it ends the name) and no NUL."""
+    if "=" in value or "\x00" in value:
+        raise ValueError("an environment variable's name must not contain '=' or a NUL character")
+    return value
+
+
+def _no_nul_env_value(value: Any) -> Any:
+    no_nul(value if isinstance(value, str) else value.value)
+    return value
 
 
 class SecretEnvValue(BaseModel):
@@ -224,7 +249,9 @@ class JobSubmission(BaseModel):
         "unknown CUDA version is accepted); leave out to accept any",
     )
     share_gpu: StrictBool = Field(default=False, description="may share a GPU with other jobs")
-    command: list[Annotated[str, Field(max_length=MAX_ARG_LENGTH, strict=True)]] | None = Field(
+    command: (
+        list[Annotated[str, Field(max_length=MAX_ARG_LENGTH, strict=True), AfterValidator(no_nul)]] | None
+    ) = Field(
         default=None,
         min_length=1,
         max_length=MAX_ARGS,
@@ -233,8 +260,11 @@ class JobSubmission(BaseModel):
     )
     env: (
         dict[
-            Annotated[str, Field(min_length=1, max_length=MAX_ARG_LENGTH)],
-            Annotated[str, Field(strict=True, max_length=MAX_ARG_LENGTH)] | SecretEnvValue,
+            Annotated[str, Field(min_length=1, max_length=MAX_ARG_LENGTH), AfterValidator(env_key)],
+            Annotated[
+                Annotated[str, Field(strict=True, max_length=MAX_ARG_LENGTH)] | SecretEnvValue,
+                AfterValidator(_no_nul_env_value),
+            ],
         ]
         | None
     ) = Field(
@@ -242,7 +272,7 @@ class JobSubmission(BaseModel):
         max_length=MAX_ENV,
         description='environment variables for the command; {"value": "...", "secret": true} for a secret',
     )
-    workdir: str | None = Field(
+    workdir: Annotated[str, AfterValidator(no_nul)] | None = Field(
         default=None, min_length=1, max_length=MAX_ARG_LENGTH, strict=True, description="working directory"
     )
     ports: StrictInt = Field(
@@ -359,13 +389,41 @@ class JobListOut(BaseModel):
     order: JobOrder = "oldest"
 
 
-class HealthOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+HEALTH_STATUSES = ("ok", "starting", "degraded")
+HEALTH_PROBLEMS = {
+    "not-open": "the control plane is still opening its database",
+    "database-unavailable": "the database cannot be reached",
+    "no-leader": "no process has held the leader lease for a while: nothing is being scheduled",
+}
+"""``problem`` codes of a health that is not ``ok``, with what each means (docs/security.md)."""
 
-    status: str
-    role: str | None = None
-    database: str | None = None
+
+class HealthOut(BaseModel):
+    """``GET /healthz`` (public): ``status`` ok | starting | degraded and, unless ok, a ``problem`` code.
+    Never a URL, host, pid or driver text; admins read those from ``GET /healthz/details``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["ok", "starting", "degraded"]
+    problem: str | None = Field(
+        default=None, description="why it is not ok, a stable code: " + ", ".join(HEALTH_PROBLEMS)
+    )
+    role: Literal["leader", "follower"] | None = Field(
+        default=None, description="whether this process leads the control plane"
+    )
     last_step_at: datetime | None = None
+
+
+class HealthDetailsOut(HealthOut):
+    """``GET /healthz/details`` (admin): the health with where the database is and who leads."""
+
+    database: str | None = Field(default=None, description="the database URL, password hidden")
+    backend: str | None = Field(default=None, description="the database's kind: sqlite or postgresql")
+    holder: str | None = Field(default=None, description="this process (host:pid:id)")
+    epoch: int | None = None
+    lease_holder: str | None = Field(default=None, description="the process that holds the leader lease")
+    lease_expires_at: datetime | None = None
+    error: str | None = Field(default=None, description="the database driver's error, when unavailable")
 
 
 # -------------------------------------------------------------------------------------- problem details
@@ -418,6 +476,10 @@ def _shown(value: Any) -> str | None:
 def _field_name(loc: Sequence[int | str]) -> str:
     out = ""
     for part in loc:
+        if part == "[key]":  # a dict's key is named by the key itself: env.KEY
+            continue
+        if isinstance(part, str) and not part.isprintable():
+            part = part.encode("unicode_escape").decode("ascii")
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -428,7 +490,9 @@ def _field_name(loc: Sequence[int | str]) -> str:
 def _problem_text(error: Any) -> str:
     kind = str(error.get("type", ""))
     ctx = error.get("ctx") or {}
-    got = _shown(error.get("input")) if "input" in error else None
+    loc = tuple(error.get("loc", ()))
+    secret = "env" in loc[:2]  # an env value may be a secret: never echoed back
+    got = _shown(error.get("input")) if "input" in error and not secret else None
     suffix = f", got {got}" if got is not None else ""
     if kind == "missing":
         return "is required"

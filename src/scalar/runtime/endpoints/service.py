@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -58,6 +58,37 @@ class EndpointNotFoundError(KeyError):
     pass
 
 
+class HandlerNotAllowedError(PermissionError):
+    """A non-admin's endpoint names a ``handler`` outside ``[endpoints] handlers``."""
+
+    def __init__(self, handler: str, allowed: Sequence[str]) -> None:
+        self.handler = handler
+        self.allowed = tuple(allowed)
+        listed = ", ".join(self.allowed) if self.allowed else "none: the list is empty"
+        self.fix = (
+            f"use a handler in a module an admin allowed ([endpoints] handlers in scalar.toml: {listed}), "
+            "or ask an admin to create the endpoint"
+        )
+        super().__init__(f"handler {handler!r} is not allowed for this token")
+
+
+def handler_allowed(handler: str, allowed: Sequence[str]) -> bool:
+    """Whether ``handler`` (``module:function``) matches an entry of ``allowed``: ``module:function`` matches
+    itself only; ``pkg`` matches ``pkg`` and every module under it (``pkg.sub``); ``pkg.`` only modules under
+    ``pkg``. ``subprocess`` allows ``subprocess:run``: list your own packages, never the standard library."""
+    module, _, _ = handler.partition(":")
+    for entry in allowed:
+        if ":" in entry:
+            if handler == entry:
+                return True
+        elif entry.endswith("."):
+            if module.startswith(entry):
+                return True
+        elif module == entry or module.startswith(entry + "."):
+            return True
+    return False
+
+
 class RequestNotFoundError(KeyError):
     pass
 
@@ -91,8 +122,10 @@ class EndpointService:
         seed: int = 0,
         worker_duration_s: float = DEFAULT_WORKER_DURATION_S,
         refusal_backoff_s: float = 30.0,
+        allowed_handlers: Sequence[str] = (),
     ) -> None:
         self.jobs = jobs
+        self.allowed_handlers = tuple(allowed_handlers)  # [endpoints] handlers: what users may deploy
         self._store = store
         self.clock = clock
         self.rng = random.Random(seed)
@@ -110,12 +143,24 @@ class EndpointService:
 
     # ---- endpoints -----------------------------------------------------------------------------------
 
+    def _check_handler(self, handler: str | None, admin: bool) -> None:
+        """A handler is code the control plane's host runs: an admin's choice (docs/security.md)."""
+        if handler is not None and not admin and not handler_allowed(handler, self.allowed_handlers):
+            raise HandlerNotAllowedError(handler, self.allowed_handlers)
+
     def create(
-        self, body: Mapping[str, Any], target: str | None = None, *, tenant: str = "default"
+        self,
+        body: Mapping[str, Any],
+        target: str | None = None,
+        *,
+        tenant: str = "default",
+        admin: bool = False,
     ) -> dict[str, Any]:
         """Validate and store a new endpoint of ``tenant``; ``InvalidSpecError`` naming the field if it is
-        not valid. Names are unique among a tenant's active endpoints."""
+        not valid. Names are unique among a tenant's active endpoints. A ``handler`` must match
+        ``[endpoints] handlers`` unless ``admin`` (``HandlerNotAllowedError``)."""
         spec, handler = parse_spec(body)
+        self._check_handler(handler, admin)
         target = _target(target, handler)
         now = self.clock()
         endpoint_id = new_id("ep", now)
@@ -145,9 +190,15 @@ class EndpointService:
         return found
 
     def update(
-        self, endpoint_id: str, changes: Mapping[str, Any], *, tenant: str | None = None
+        self,
+        endpoint_id: str,
+        changes: Mapping[str, Any],
+        *,
+        tenant: str | None = None,
+        admin: bool = False,
     ) -> dict[str, Any]:
-        """Merge ``changes`` (spec fields) into the endpoint's spec and validate the result."""
+        """Merge ``changes`` (spec fields) into the endpoint's spec and validate the result. A changed
+        ``handler`` must match ``[endpoints] handlers`` unless ``admin`` (``HandlerNotAllowedError``)."""
         with self.store.read() as tx:
             row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
         if row is None or row["state"] != repo.ACTIVE:
@@ -165,6 +216,8 @@ class EndpointService:
         if merged.get("name") != row["name"]:
             raise InvalidSpecError("name", "cannot be changed", "create a new endpoint under the new name")
         spec, handler = parse_spec(merged)
+        if handler != row["handler"]:
+            self._check_handler(handler, admin)
         with self.store.write() as tx:
             repo.update_endpoint(
                 tx.conn, endpoint_id, {"spec": spec, "handler": handler, "updated_at": self.clock()}
