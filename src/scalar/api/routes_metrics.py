@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -162,13 +162,13 @@ def metrics_router(control_plane: MetricsPort) -> APIRouter:
 
     @router.get(
         "/metrics",
-        response_class=Response,
+        response_class=PlainTextResponse,
         summary="Prometheus metrics",
         responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format 0.0.4"}},
     )
-    def metrics() -> Response:
+    def metrics() -> PlainTextResponse:
         """Jobs by state, nodes by state, GPUs allocated and idle, spend, and the leader's steps and step
         latency (a histogram). Gauges list every state, so they return to 0."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE)
+        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE)
 
     return router
