@@ -29,12 +29,14 @@ contracts: $(STAMP)
 	$(BIN)/lint-imports
 
 # System packages the tests drive for real: Debian's Chromium (the dashboard's browser tests, through
-# Playwright with executable_path=/usr/bin/chromium) and OpenSSH's server (`scalar node add` over SSH).
+# Playwright with executable_path=/usr/bin/chromium), OpenSSH's server (`scalar node add` over SSH) and
+# Prometheus (`promtool check metrics` over GET /metrics).
 sysdeps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/promtool || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

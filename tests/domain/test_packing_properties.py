@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from scalar.domain.packing import BIN_PACK_SAFETY_MARGIN_SEC, LOWER_SCORE, schedule_job
 from scalar.domain.packing_apply import PlacementConflictError, apply_placement
 from scalar.domain.packing_model import Block, GpuSlot, Job, Node, order_pending
-from scalar.domain.packing_score import can_take, fragmentation
+from scalar.domain.packing_score import fragmentation
 from scalar.domain.tier import Tier
 from tests.domain.test_packing import NOW
 
@@ -142,6 +142,14 @@ def test_a_placement_never_overcommits_nor_uses_a_node_that_expires_too_soon(
             assert rejection.score is not None
             assert round(rejection.score, 9) <= round(decision.score.score, 9)
     assert_within_capacity(apply_placement(nodes, decision, job))
+
+
+def can_take(job: Job, slot: GpuSlot) -> bool:
+    """The oracle: ``job`` may go on ``slot`` now. A GPU held alone takes nothing more, a shared GPU only a
+    job that shares on it, a free GPU any job; and the VRAM must fit (booking's own expression)."""
+    if slot.job_id is not None or (slot.job_ids and not job.shares_on(slot)):
+        return False
+    return slot.vram_used_gb + job.vram_per_gpu_gb <= slot.vram_total_gb
 
 
 @given(nodes=cluster(max_nodes=3), job=a_job())

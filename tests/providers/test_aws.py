@@ -15,7 +15,7 @@ import pytest
 from scalar.domain.market import CapacityRequest
 from scalar.domain.tier import Tier
 from scalar.providers.aws import AwsSettings, AwsSpotPrices, PlacementScore, aws_settings_from_env
-from scalar.providers.base import Provider, ProviderError
+from scalar.providers.base import Provider, ProviderError, WorkRunner
 from scalar.providers.catalog import INTERRUPTION_RATE_BY_RANGE, load_catalog
 from scalar.providers.http import HttpStatusError
 from tests.providers.fakeserver import FakeServer, Reply, Request
@@ -306,8 +306,7 @@ def test_it_sells_nothing_and_says_so(ec2: FakeServer) -> None:
     assert not err.value.retryable
     with pytest.raises(ProviderError, match="Scalar reads AWS spot prices"):
         aws.release("b1", NOW)
-    with pytest.raises(ProviderError, match="Scalar reads AWS spot prices"):
-        aws.start_work("n1", "j1", 60, NOW)
+    assert not isinstance(aws, WorkRunner)  # work on its nodes runs through the node agent
     assert aws.orderbook("p5.48xlarge", NOW) is None and aws.get_order("key-1", NOW) is None
     assert aws.events_since(7, NOW) == ((), 7)
     assert ec2.requests == []

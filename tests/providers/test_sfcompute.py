@@ -13,8 +13,10 @@ import pytest
 
 from scalar.domain.market import CapacityRequest, NodeState, OrderState
 from scalar.domain.orderbook import BookOrder
+from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
-from scalar.providers.base import Provider, ProviderError
+from scalar.engine import StartWork, StopWork, WorkPlacement
+from scalar.providers.base import Provider, ProviderError, WorkRunner
 from scalar.providers.config import ProviderSettings
 from scalar.providers.http import HttpStatusError, RetryPolicy
 from scalar.providers.sfcompute import (
@@ -24,6 +26,7 @@ from scalar.providers.sfcompute import (
     order_window,
     price_per_gpu_hour_from_cents,
 )
+from scalar.runtime.executor import execute, outbox_payload
 from tests.providers.fakeserver import FakeServer, Reply, Request
 
 SAMPLES = Path(__file__).parent / "samples" / "sfcompute"
@@ -410,10 +413,18 @@ def test_events_follow_the_contract_window(server: FakeServer) -> None:
     assert [e.state for e in ended] == [NodeState.TERMINATED] * 2 and cursor == 4
 
 
-def test_start_work_is_refused_until_the_agent_exists(server: FakeServer) -> None:
-    with pytest.raises(ProviderError, match="node agent") as err:
-        client(server).start_work("n", "j", 60, NOW)
-    assert not err.value.retryable
+def test_work_sent_to_sfcompute_fails_for_good_without_a_request(server: FakeServer) -> None:
+    """SFCompute runs no jobs itself (work on its nodes runs through the node agent): a start or stop
+    routed to it fails for good, naming the agent, and asks nothing of the API."""
+    sfc = client(server)
+    assert not isinstance(sfc, WorkRunner)
+    place = (WorkPlacement("n", (0,)),)
+    why = Reason("placed", "placed")
+    for action in (StartWork("a1", why, "j", place, 60), StopWork("a2", why, "j", "n", "cancelled")):
+        outcome = execute(outbox_payload(action, "sfcompute", {"n": "b"}), {"sfcompute": sfc}, NOW)
+        assert outcome.failed and not outcome.retry
+        assert outcome.error is not None and "node agent" in outcome.error
+    assert server.requests == []
 
 
 def test_it_is_a_provider(server: FakeServer) -> None:

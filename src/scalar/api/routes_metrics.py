@@ -1,23 +1,50 @@
-"""``GET /metrics``: Prometheus text exposition format (version 0.0.4), written by hand.
+"""``GET /metrics``: the Prometheus text exposition format (version 0.0.4), through ``prometheus_client``.
 
-Every gauge is emitted for every known label value (each job state, node state, order and action
-status), so a series drops back to 0 when what it counts is gone instead of vanishing.
+Every value is read at scrape time from one ``metrics_snapshot()`` by a custom collector registered in
+the app's own ``CollectorRegistry`` (never the library's global one), so several apps in one process
+do not collide. Every labelled gauge is emitted for every known label value (each job state, node
+state, order and action status), so a series drops back to 0 when what it counts is gone instead of
+vanishing.
+
+Names and types follow Prometheus' conventions (``promtool check metrics`` passes): monotonic values
+are counters ending in ``_total``. The names of the previous release stay for one release as
+deprecated aliases (``DEPRECATED`` below, docs/api.md): ``scalar_spend_usd`` and ``scalar_steps``
+(gauges) and ``scalar_spend_usd_total``, which keeps its name and value but is now typed a counter.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from scalar.api.access import USER
 from scalar.api.problems import ProblemRoute
+from scalar.runtime.step_metrics import STEP_DURATION, HistogramSnapshot
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+_bound: Callable[[float], str] = (
+    floatToGoString  # a bucket's ``le``, spelled as the library's own histograms do
+)
+
+# Old name -> the metric that replaces it; still emitted for one release (docs/api.md).
+DEPRECATED = {
+    "scalar_spend_usd": "scalar_spend_accrued_usd_total",
+    "scalar_spend_usd_total": "sum(scalar_spend_accrued_usd_total)",
+    "scalar_steps": "scalar_steps_total",
+}
 
 
 @runtime_checkable
@@ -25,91 +52,114 @@ class MetricsPort(Protocol):
     def metrics_snapshot(self) -> dict[str, Any]: ...
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _gauge(name: str, help_text: str, value: float | int | Decimal) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=float(value))
 
 
-def _number(value: float | int | Decimal) -> str:
-    if isinstance(value, Decimal):
-        value = float(value)
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "+Inf" if value > 0 else "-Inf"
-        return repr(value)
-    return str(value)
+def _labelled(
+    family: GaugeMetricFamily | CounterMetricFamily, values: Iterable[tuple[str, float | int | Decimal]]
+) -> Metric:
+    for key, value in values:
+        family.add_metric([key], float(value))
+    return family
 
 
-def _labels(labels: Mapping[str, str]) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+def _histogram(name: str, help_text: str, hist: HistogramSnapshot) -> HistogramMetricFamily:
+    buckets = [(_bound(b), float(n)) for b, n in zip(hist.buckets_s, hist.cumulative, strict=True)]
+    return HistogramMetricFamily(name, help_text, [*buckets, ("+Inf", float(hist.count))], hist.sum_s)
 
 
-class Exposition:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
+def snapshot_metrics(snap: Mapping[str, Any]) -> Iterator[Metric]:
+    """The metric families of one ``metrics_snapshot()``."""
+    yield _labelled(
+        GaugeMetricFamily("scalar_jobs", "Jobs by state.", labels=["state"]), snap["jobs_by_state"].items()
+    )
+    yield _labelled(
+        GaugeMetricFamily("scalar_nodes", "Nodes (slices) by lifecycle state.", labels=["state"]),
+        snap["nodes_by_state"].items(),
+    )
+    yield _gauge("scalar_gpus", "GPUs on READY nodes.", snap["gpus_total"])
+    yield _gauge("scalar_gpus_allocated", "GPUs on READY nodes holding a job.", snap["gpus_allocated"])
+    yield _gauge("scalar_gpus_idle", "GPUs on READY nodes holding no job.", snap["gpus_idle"])
+    yield _labelled(
+        GaugeMetricFamily("scalar_orders", "Purchases by status.", labels=["status"]),
+        snap["orders_by_status"].items(),
+    )
+    yield _labelled(
+        GaugeMetricFamily("scalar_actions", "Outbox actions by status.", labels=["status"]),
+        snap["actions_by_status"].items(),
+    )
+    yield _gauge(
+        "scalar_inbox_pending", "Submissions and cancellations not yet stepped.", snap["inbox_pending"]
+    )
+    spend = sorted(snap["spend_by_provider"].items())
+    yield _labelled(
+        CounterMetricFamily(
+            "scalar_spend_accrued_usd", "USD accrued on contracts so far, by provider.", labels=["provider"]
+        ),
+        spend,
+    )
+    yield _gauge("scalar_committed_usd", "USD value of every contract bought (full term).", snap["committed"])
+    yield _gauge(
+        "scalar_open_price_per_hour_usd", "USD per hour the open contracts cost.", snap["open_price_per_hour"]
+    )
+    yield _gauge(
+        "scalar_leader", "1 when this process leads the control plane.", 1 if snap["is_leader"] else 0
+    )
+    yield CounterMetricFamily(
+        "scalar_steps",
+        "Controller steps in the log this process has stepped or replayed.",
+        value=snap["steps"],
+    )
+    yield _histogram(STEP_DURATION, "Wall time of one leader step (decide and commit).", snap["step_latency"])
+    # Deprecated aliases, removed in the next release.
+    yield _labelled(
+        GaugeMetricFamily(
+            "scalar_spend_usd",
+            "Deprecated: use scalar_spend_accrued_usd_total. USD accrued on contracts so far, by provider.",
+            labels=["provider"],
+        ),
+        spend,
+    )
+    yield CounterMetricFamily(
+        "scalar_spend_usd",  # exposed as scalar_spend_usd_total, the name it always had
+        "Deprecated: use sum(scalar_spend_accrued_usd_total). USD accrued on contracts so far, every provider.",
+        value=float(sum((v for _, v in spend), Decimal(0))),
+    )
+    yield _gauge(
+        "scalar_steps", "Deprecated: use scalar_steps_total. Controller steps in the log.", snap["steps"]
+    )
 
-    def family(self, name: str, kind: str, help_text: str) -> None:
-        self.lines.append(f"# HELP {name} {_escape(help_text)}")
-        self.lines.append(f"# TYPE {name} {kind}")
 
-    def sample(
-        self, name: str, value: float | int | Decimal, labels: Mapping[str, str] | None = None
-    ) -> None:
-        self.lines.append(f"{name}{_labels(labels or {})} {_number(value)}")
+class SnapshotCollector(Collector):
+    """Reads ``metrics_snapshot()`` once per scrape."""
 
-    def gauge(self, name: str, help_text: str, value: float | int | Decimal) -> None:
-        self.family(name, "gauge", help_text)
-        self.sample(name, value)
+    def __init__(self, port: MetricsPort) -> None:
+        self.port = port
 
-    def labelled(
-        self, name: str, help_text: str, label: str, values: Iterable[tuple[str, float | int | Decimal]]
-    ) -> None:
-        self.family(name, "gauge", help_text)
-        for key, value in values:
-            self.sample(name, value, {label: key})
+    def collect(self) -> Iterator[Metric]:
+        return snapshot_metrics(self.port.metrics_snapshot())
 
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+
+class _Fixed(Collector):
+    def __init__(self, snap: Mapping[str, Any]) -> None:
+        self.snap = snap
+
+    def collect(self) -> Iterator[Metric]:
+        return snapshot_metrics(self.snap)
 
 
 def render_metrics(snap: Mapping[str, Any]) -> str:
     """The exposition of one ``metrics_snapshot()``."""
-    out = Exposition()
-    out.labelled("scalar_jobs", "Jobs by state.", "state", snap["jobs_by_state"].items())
-    out.labelled(
-        "scalar_nodes", "Nodes (slices) by lifecycle state.", "state", snap["nodes_by_state"].items()
-    )
-    out.gauge("scalar_gpus", "GPUs on READY nodes.", snap["gpus_total"])
-    out.gauge("scalar_gpus_allocated", "GPUs on READY nodes holding a job.", snap["gpus_allocated"])
-    out.gauge("scalar_gpus_idle", "GPUs on READY nodes holding no job.", snap["gpus_idle"])
-    out.labelled("scalar_orders", "Purchases by status.", "status", snap["orders_by_status"].items())
-    out.labelled("scalar_actions", "Outbox actions by status.", "status", snap["actions_by_status"].items())
-    out.gauge("scalar_inbox_pending", "Submissions and cancellations not yet stepped.", snap["inbox_pending"])
-    out.family("scalar_spend_usd", "gauge", "USD accrued on contracts so far, by provider.")
-    for provider, value in sorted(snap["spend_by_provider"].items()):
-        out.sample("scalar_spend_usd", value, {"provider": provider})
-    total = sum(snap["spend_by_provider"].values(), Decimal(0))
-    out.gauge("scalar_spend_usd_total", "USD accrued on contracts so far, every provider.", total)
-    out.gauge("scalar_committed_usd", "USD value of every contract bought (full term).", snap["committed"])
-    out.gauge(
-        "scalar_open_price_per_hour_usd", "USD per hour the open contracts cost.", snap["open_price_per_hour"]
-    )
-    out.gauge("scalar_leader", "1 when this process leads the control plane.", 1 if snap["is_leader"] else 0)
-    out.gauge("scalar_steps", "Controller steps since this process started leading.", snap["steps"])
-    hist = snap["step_latency"]
-    name = "scalar_step_duration_seconds"
-    out.family(name, "histogram", "Wall time of one leader step (decide and commit).")
-    for bound, count in zip(hist.buckets_s, hist.cumulative, strict=True):
-        out.sample(f"{name}_bucket", count, {"le": _number(float(bound))})
-    out.sample(f"{name}_bucket", hist.count, {"le": "+Inf"})
-    out.sample(f"{name}_sum", hist.sum_s)
-    out.sample(f"{name}_count", hist.count)
-    return out.text()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(snap))
+    return generate_latest(registry).decode("utf-8")
 
 
 def metrics_router(control_plane: MetricsPort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["metrics"], dependencies=[USER])
+    registry = CollectorRegistry(auto_describe=False)  # this app's own, not prometheus_client.REGISTRY
+    registry.register(SnapshotCollector(control_plane))
 
     @router.get(
         "/metrics",
@@ -118,8 +168,8 @@ def metrics_router(control_plane: MetricsPort) -> APIRouter:
         responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format 0.0.4"}},
     )
     def metrics() -> PlainTextResponse:
-        """Jobs by state, nodes by state, GPUs allocated and idle, spend, and the leader's step latency
-        as a histogram. Gauges list every state, so they return to 0."""
-        return PlainTextResponse(render_metrics(control_plane.metrics_snapshot()), media_type=CONTENT_TYPE)
+        """Jobs by state, nodes by state, GPUs allocated and idle, spend, and the leader's steps and step
+        latency (a histogram). Gauges list every state, so they return to 0."""
+        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE)
 
     return router

@@ -286,7 +286,7 @@ def schedule_job(
     candidates = [e for e in evaluations if e.reason is None]
     best = min(candidates, key=_rank_of(job)) if candidates else None
     rejections = tuple(rejection_of(job, e, best) for e in evaluations if e is not best)
-    head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
+    head = f"{job.tier.value} job {job.id} needs {need_text(job, sharing=True)}"
     counts = _count_phrases(job, rejections, safety_margin_sec)
     if best is not None:
         return placed(job, best, head, counts, rejections)
@@ -424,10 +424,12 @@ def rejection_of(job: Job, evaluation: NodeEvaluation, best: NodeEvaluation | No
     return NodeRejection(node_id, reason, mine)
 
 
-def _need_text(job: Job) -> str:
+def need_text(job: Job, *, sharing: bool = False) -> str:
+    """What ``job`` asks of GPUs: ``4x80 GB GPUs``, ``no GPU``; with ``sharing``, a job that may share a
+    GPU says so (``1x20 GB GPU (sharing allowed)``), as the packer's explanations do."""
     if job.gpu_count == 0:
         return "no GPU"
-    shared = " (sharing allowed)" if job.share_gpu else ""
+    shared = " (sharing allowed)" if sharing and job.share_gpu else ""
     return f"{job.gpu_count}x{fmt_num(job.vram_per_gpu_gb)} GB {plural(job.gpu_count, 'GPU')}{shared}"
 
 

@@ -130,18 +130,6 @@ class GpuFit:
     used_vram_gb: float
 
 
-def can_take(job: Job, slot: GpuSlot) -> bool:
-    """Whether ``job`` may be put on ``slot`` now, sharing rules and VRAM included.
-
-    A GPU held alone (``job_id``) takes nothing more. A shared GPU takes only a job that shares on it. A
-    free GPU takes any job. VRAM: ``vram_used_gb + vram_per_gpu_gb <= vram_total_gb`` (the very expression
-    booking checks, so a placement never over-commits).
-    """
-    if slot.job_id is not None or (slot.job_ids and not job.shares_on(slot)):
-        return False
-    return slot.vram_used_gb + job.vram_per_gpu_gb <= slot.vram_total_gb
-
-
 def fit_gpus(job: Job, node: Node) -> GpuFit:
     """Find the GPUs of ``node`` for ``job`` in one pass, then pick the most contiguous set of them.
 

@@ -23,9 +23,9 @@ from scalar.domain.packing import (  # the packer's own wording, reused as is
     NodeEvaluation,
     PlacementDecision,
     RankKey,
-    _need_text,
     count_phrases,
     evaluate_node,
+    need_text,
     no_placement,
     placed,
     placement_rank,
@@ -113,7 +113,7 @@ class NodeClasses:
         order = {code: i for i, code in enumerate(REJECTION_ORDER)}
         codes = sorted(counts, key=lambda c: (-counts[c], order.get(c, len(order)), c))
         counted = tuple(RejectionCount(c, counts[c], f"{examples[c][0]}: {examples[c][1]}") for c in codes)
-        head = f"{job.tier.value} job {job.id} needs {_need_text(job)}"
+        head = f"{job.tier.value} job {job.id} needs {need_text(job, sharing=True)}"
         phrases = count_phrases(job, counts, safety_margin_sec)
         if best is not None:
             return ClassPlacement(placed(job, best[1], head, phrases), counted)

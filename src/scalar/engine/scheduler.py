@@ -26,8 +26,9 @@ from scalar.domain.packing import (
     NodeRejection,
     evaluate_node,
 )
+from scalar.domain.packing import need_text as need_text  # controller.py and autoscaler.py import it here
 from scalar.domain.packing_model import Job, Node, order_pending
-from scalar.domain.packing_text import fmt_indices, fmt_num
+from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
 from scalar.engine.actions import StartWork, WorkPlacement
 from scalar.engine.agents import NEEDS_AGENT_NODE
@@ -39,12 +40,6 @@ from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, Rejec
 
 GANG_PLACED = "gang_placed"
 GANG_NO_BLOCK = "gang_no_block"
-
-
-def need_text(job: Job) -> str:
-    if job.gpu_count == 0:
-        return "no GPU"
-    return f"{job.gpu_count}x{fmt_num(job.vram_per_gpu_gb)} GB GPU{'s' if job.gpu_count != 1 else ''}"
 
 
 def count_rejections(rejections: Sequence[NodeRejection]) -> tuple[RejectionCount, ...]:

@@ -368,20 +368,13 @@ class AwsSpotPrices(PriceOnlyProvider):
             if price <= 0:
                 report.skip("rows with a spot price of 0 or less", f"{instance_type} {zone}")
                 continue
-            offer = Offer(
-                provider=AWS,
-                instance_type=instance_type,
-                region=region,
-                price_per_hour=price,
-                gpu_model=spec.gpu_model,
-                gpu_count=spec.gpu_count,
-                gpu_memory_gb=spec.gpu_memory_gb,
-                vcpu=spec.vcpu,
-                memory_gb=spec.memory_gb,
-                availability_zone=str(zone),
+            offer = spec.offer(
+                region,
+                price,
+                now,
                 spot=True,
                 interruption_rate=interruption_rate(advice.get((region, instance_type))),
-                observed_at=now,
+                availability_zone=str(zone),
             )
             key = (instance_type, str(zone))
             known = latest.get(key)

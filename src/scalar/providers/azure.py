@@ -230,21 +230,7 @@ class AzureRetailPrices(PriceOnlyProvider):
             report.skip("rows with a price of 0 or less", f"{sku} in {region}")
             return None
         spot = SPOT_MARK.lower() in sku_name.lower()
-        offer = Offer(
-            provider=AZURE,
-            instance_type=sku,
-            region=region,
-            price_per_hour=price,
-            gpu_model=spec.gpu_model,
-            gpu_count=spec.gpu_count,
-            gpu_memory_gb=spec.gpu_memory_gb,
-            vcpu=spec.vcpu,
-            memory_gb=spec.memory_gb,
-            availability_zone=None,
-            spot=spot,
-            interruption_rate=None if spot else 0.0,
-            observed_at=now,
-        )
+        offer = spec.offer(region, price, now, spot=spot, interruption_rate=None if spot else 0.0)
         # Among rows for the same size, region and kind, the primary meter region's latest price wins.
         rank = (item.get("isPrimaryMeterRegion") is not False, str(item.get("effectiveStartDate") or ""))
         return rank, offer

@@ -60,12 +60,17 @@ class Provider(Protocol):
         """End a contract early (terminate, or sell the rest back where the market allows)."""
         ...
 
-    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
-        """Run a job on a node (until the node agent exists, sellers that can, run it on a timer)."""
-        ...
-
-    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None: ...
-
     def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
         """Node lifecycle moves, preemptions and finished jobs after ``cursor``; returns the new cursor."""
         ...
+
+
+@runtime_checkable
+class WorkRunner(Protocol):
+    """What runs a job on a node itself: the node agent's backend (``runtime/agent_backend.py``) and the
+    built-in market's sellers (on a timer). Real sellers are not runners: their nodes run work through
+    Scalar's node agent, so the runtime routes the work of an agent node to the agent backend."""
+
+    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None: ...
+
+    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None: ...

@@ -386,21 +386,7 @@ class GcpBillingCatalog(PriceOnlyProvider):
         if price <= 0:
             report.skip("VMs whose composed price is 0 or less", f"{machine} {kind} in {region}")
             return None
-        return Offer(
-            provider=GCP,
-            instance_type=machine,
-            region=region,
-            price_per_hour=price,
-            gpu_model=spec.gpu_model,
-            gpu_count=spec.gpu_count,
-            gpu_memory_gb=spec.gpu_memory_gb,
-            vcpu=spec.vcpu,
-            memory_gb=spec.memory_gb,
-            availability_zone=None,
-            spot=spot,
-            interruption_rate=None if spot else 0.0,
-            observed_at=now,
-        )
+        return spec.offer(region, price, now, spot=spot, interruption_rate=None if spot else 0.0)
 
 
 def _quantity(value: float) -> Decimal:

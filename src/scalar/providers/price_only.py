@@ -124,12 +124,6 @@ class PriceOnlyProvider:
     def release(self, block_id: str, now: datetime) -> None:
         raise self._refuse()
 
-    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
-        raise self._refuse()
-
-    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
-        raise self._refuse()
-
     def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
         return (), cursor
 

@@ -36,7 +36,7 @@ from scalar.engine import (
 )
 from scalar.engine.codec import action_to_dict
 from scalar.engine.events import Event
-from scalar.providers.base import Provider, ProviderError
+from scalar.providers.base import Provider, ProviderError, WorkRunner
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,17 @@ def _rejected(action: BuyCapacity, message: str) -> Order:
     )
 
 
+def _runner(provider: Provider) -> WorkRunner:
+    """The provider as what runs work; a seller that runs none refuses for good."""
+    if isinstance(provider, WorkRunner):
+        return provider
+    raise ProviderError(
+        provider.name,
+        "runs no Scalar jobs itself: work on its nodes starts and stops through Scalar's node agent",
+        retryable=False,
+    )
+
+
 def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: datetime) -> Outcome:
     action = action_from_dict(payload["action"])
     name = payload.get("provider")
@@ -89,7 +100,9 @@ def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: 
             )
         if isinstance(action, StartWork):
             for placement in action.placements:
-                provider.start_work(placement.node_id, action.job_id, action.expected_duration_s, now)
+                _runner(provider).start_work(
+                    placement.node_id, action.job_id, action.expected_duration_s, now
+                )
                 started.append(
                     JobStarted(
                         f"result:{action.action_id}:{placement.node_id}", action.job_id, placement.node_id
@@ -97,7 +110,7 @@ def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: 
                 )
             return Outcome(started, result={"started_on": list(action.node_ids)})
         if isinstance(action, StopWork):
-            provider.stop_work(action.node_id, action.job_id, now)
+            _runner(provider).stop_work(action.node_id, action.job_id, now)
             return Outcome(result={"stopped_on": action.node_id})
         if isinstance(action, ReleaseBlock):
             provider.release(action.block_id, now)

@@ -10,9 +10,11 @@ g2) the files do not price: they stay accelerator-only offers (``n1+T4x1``), fla
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
+from typing import TypeVar
 
 from scalar.providers.catalog.records import DROPPED, KEPT, UNTRUSTED, CatalogAnomaly, PriceRow
 from scalar.providers.catalog.sources import (
@@ -28,6 +30,7 @@ from scalar.providers.catalog.sources import (
 )
 
 PROVIDER = "gcp"
+_T = TypeVar("_T")
 
 # machine type -> (upstream accelerator name, GPUs per VM). GCP's accelerator-optimized shapes.
 HOST_ACCELERATORS: MappingProxyType[str, tuple[str, int]] = MappingProxyType(
@@ -112,74 +115,64 @@ def _flag(
     )
 
 
-def _read_gpus(data_dir: DataDir) -> tuple[list[_Gpu], list[CatalogAnomaly]]:
-    gpus: list[_Gpu] = []
+def _read(
+    data_dir: DataDir,
+    name: str,
+    name_column: str,
+    build: Callable[[str, dict[str, str]], _T | CatalogAnomaly],
+) -> tuple[list[_T], list[CatalogAnomaly]]:
+    """Each row of a packaged GCP table built, or the anomaly that drops it (a malformed row's included)."""
+    built: list[_T] = []
     anomalies: list[CatalogAnomaly] = []
-    for source, raw in read_table(data_dir, GCP_ACCELERATOR_FILE):
-        model, problem = resolve_model(PROVIDER, source, raw)
-        if problem is not None:
-            anomalies.append(problem)
-            continue
-        assert model is not None
+    for source, raw in read_table(data_dir, name):
         try:
-            gpus.append(
-                _Gpu(
-                    source=source,
-                    upstream=raw["AcceleratorName"],
-                    model=model,
-                    count=number(raw, "AcceleratorCount"),
-                    vram_gb=vram_gb_from_mib(raw),
-                    region=raw["Region"],
-                    zone=raw["AvailabilityZone"],
-                    price=money(raw, "Price"),
-                    spot=money(raw, "SpotPrice"),
-                )
-            )
+            made = build(source, raw)
         except MalformedRowError as err:
-            anomalies.append(
-                _flag(
-                    raw["AcceleratorName"],
-                    raw["Region"],
-                    raw["AvailabilityZone"],
-                    source,
-                    "malformed_row",
-                    str(err),
-                    DROPPED,
-                )
+            made = _flag(
+                raw[name_column],
+                raw["Region"],
+                raw["AvailabilityZone"],
+                source,
+                "malformed_row",
+                str(err),
+                DROPPED,
             )
-    return gpus, anomalies
+        if isinstance(made, CatalogAnomaly):
+            anomalies.append(made)
+        else:
+            built.append(made)
+    return built, anomalies
 
 
-def _read_hosts(data_dir: DataDir) -> tuple[list[_Host], list[CatalogAnomaly]]:
-    hosts: list[_Host] = []
-    anomalies: list[CatalogAnomaly] = []
-    for source, raw in read_table(data_dir, GCP_HOST_FILE):
-        try:
-            hosts.append(
-                _Host(
-                    source=source,
-                    instance_type=raw["InstanceType"],
-                    vcpu=number(raw, "vCPUs"),
-                    memory_gb=number(raw, "MemoryGiB"),
-                    region=raw["Region"],
-                    zone=raw["AvailabilityZone"],
-                    price=money(raw, "Price"),
-                    spot=money(raw, "SpotPrice"),
-                )
-            )
-        except MalformedRowError as err:
-            anomalies.append(
-                _flag(
-                    raw["InstanceType"],
-                    raw["Region"],
-                    raw["AvailabilityZone"],
-                    source,
-                    "malformed_row",
-                    str(err),
-                    DROPPED,
-                )
-            )
-    return hosts, anomalies
+def _gpu(source: str, raw: dict[str, str]) -> _Gpu | CatalogAnomaly:
+    model, problem = resolve_model(PROVIDER, source, raw)
+    if problem is not None:
+        return problem
+    assert model is not None
+    return _Gpu(
+        source=source,
+        upstream=raw["AcceleratorName"],
+        model=model,
+        count=number(raw, "AcceleratorCount"),
+        vram_gb=vram_gb_from_mib(raw),
+        region=raw["Region"],
+        zone=raw["AvailabilityZone"],
+        price=money(raw, "Price"),
+        spot=money(raw, "SpotPrice"),
+    )
+
+
+def _host(source: str, raw: dict[str, str]) -> _Host:
+    return _Host(
+        source=source,
+        instance_type=raw["InstanceType"],
+        vcpu=number(raw, "vCPUs"),
+        memory_gb=number(raw, "MemoryGiB"),
+        region=raw["Region"],
+        zone=raw["AvailabilityZone"],
+        price=money(raw, "Price"),
+        spot=money(raw, "SpotPrice"),
+    )
 
 
 def _add(a: Decimal | None, b: Decimal | None) -> Decimal | None:
@@ -220,8 +213,8 @@ def _component_flags(host: _Host, gpu: _Gpu) -> list[CatalogAnomaly]:
 
 def read_gcp(data_dir: DataDir) -> tuple[list[PriceRow], list[CatalogAnomaly]]:
     """Join the GCP accelerator and host files into one ``PriceRow`` per purchasable VM and zone."""
-    gpus, anomalies = _read_gpus(data_dir)
-    hosts, host_anomalies = _read_hosts(data_dir)
+    gpus, anomalies = _read(data_dir, GCP_ACCELERATOR_FILE, "AcceleratorName", _gpu)
+    hosts, host_anomalies = _read(data_dir, GCP_HOST_FILE, "InstanceType", _host)
     anomalies.extend(host_anomalies)
     by_key = {(gpu.upstream, gpu.count, gpu.zone): gpu for gpu in gpus}
     used: set[str] = set()

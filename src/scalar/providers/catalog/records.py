@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
+
+from scalar.domain.offers import Offer
 
 # What the loader did about an anomaly.
 KEPT = "kept"  # the offer stays and is trusted: the flag is informational
@@ -68,6 +71,33 @@ class InstanceSpec:
     gpu_memory_gb: float
     vcpu: float
     memory_gb: float
+
+    def offer(
+        self,
+        region: str,
+        price_per_hour: Decimal,
+        now: datetime,
+        *,
+        spot: bool,
+        interruption_rate: float | None,
+        availability_zone: str | None = None,
+    ) -> Offer:
+        """An offer of this instance type at a price a cloud's price API published."""
+        return Offer(
+            provider=self.provider,
+            instance_type=self.instance_type,
+            region=region,
+            price_per_hour=price_per_hour,
+            gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count,
+            gpu_memory_gb=self.gpu_memory_gb,
+            vcpu=self.vcpu,
+            memory_gb=self.memory_gb,
+            availability_zone=availability_zone,
+            spot=spot,
+            interruption_rate=interruption_rate,
+            observed_at=now,
+        )
 
 
 @dataclass(frozen=True, slots=True)

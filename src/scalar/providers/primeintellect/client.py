@@ -393,19 +393,3 @@ class PrimeIntellectProvider:
                 state, why, details = moved, f"pod status {status.status}", status.details()
             self._events.observe(pod_id, followed[pod_id], state, now, f"Prime Intellect {why}", details)
         return self._events.since(cursor)
-
-    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
-        raise ProviderError(
-            self.name,
-            "Prime Intellect pods run no Scalar jobs by themselves: work starts through Scalar's node agent, "
-            "which does not exist yet",
-            retryable=False,
-        )
-
-    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
-        raise ProviderError(
-            self.name,
-            "Prime Intellect pods run no Scalar jobs by themselves: work stops through Scalar's node agent, "
-            "which does not exist yet",
-            retryable=False,
-        )

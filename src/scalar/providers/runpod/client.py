@@ -184,11 +184,5 @@ class RunPodProvider:
             self.name, f"RunPod holds no block {block_id!r} of Scalar's: pods are not bought here", False
         )
 
-    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
-        raise ProviderError(self.name, "RunPod runs Scalar work through serverless endpoints only", False)
-
-    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
-        raise ProviderError(self.name, "RunPod runs Scalar work through serverless endpoints only", False)
-
     def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
         return [], cursor  # no pods, no node events

@@ -537,19 +537,3 @@ class SFComputeProvider:
             return
         for node in node_ids(order.order_id, order.node_count):
             self._events.observe(node, order.order_id, state, now, f"SFCompute order {order.order_id}: {why}")
-
-    def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
-        raise ProviderError(
-            self.name,
-            "SFCompute runs no jobs itself: work on its nodes starts through Scalar's node agent, "
-            "which does not exist yet",
-            retryable=False,
-        )
-
-    def stop_work(self, node_id: str, job_id: str, now: datetime) -> None:
-        raise ProviderError(
-            self.name,
-            "SFCompute runs no jobs itself: work on its nodes stops through Scalar's node agent, "
-            "which does not exist yet",
-            retryable=False,
-        )
