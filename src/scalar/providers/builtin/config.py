@@ -42,9 +42,9 @@ class MarketConfig:
     spot) can have at once; ``None`` means unlimited.
     ``interruption_period_hours``: the period an interruption rate is the probability of at least one
     interruption in. The AWS Spot Advisor publishes its bands per month (730 h, the default); read that way a
-    node lives a mean of 7,000 hours at 10% and a week-long replay sees no interruption at all, while GPU
-    spot capacity measured by its users is reclaimed within hours (docs/simulator-dynamic.md,
-    "Preemptions"). The simulator reads the same bands per hour (``1``).
+    node lives a mean of 7,000 hours at 10% and a replay of days sees no interruption at all. Protocol B's
+    simulator reads the same bands per hour (``1``), a modelling choice (docs/simulator-dynamic.md,
+    "Preemptions").
     ``preemption_scale``: multiplies every spot node's hazard (0 turns interruptions off).
     """
 
