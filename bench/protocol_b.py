@@ -180,6 +180,28 @@ def runs_table(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def sweep_table(runs: list[dict[str, Any]]) -> list[str]:
+    """One row per policy and preemption scale (the sweep is one window: nothing to average)."""
+    lines = [
+        "| policy | scale | cost | x LP bound | FAST p99 (min) | FLEX p99 (min) | interruptions / GPU-h "
+        "| killed runs | preempted GPU-h | timed out |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = [p["policy"] for p in runs[0]["policies"]]
+    for name in names:
+        for r in sorted(runs, key=lambda r: r["preemption_scale"]):
+            p = next(q for q in r["policies"] if q["policy"] == name)
+            ipg = p["interruptions_per_gpu_hour"]
+            ratio = p.get("ratio_to_lower_bound")
+            lines.append(
+                f"| {name} | {r['preemption_scale']:g} | {_money(p['cost'])} "
+                f"| {'-' if ratio is None else f'{ratio:.2f}'} | {_min(p['fast']['wait_p99_s'])} "
+                f"| {_min(p['flex']['wait_p99_s'])} | {'-' if ipg is None else f'{ipg:.4f}'} "
+                f"| {p['killed_runs']} | {p['preempted_gpu_hours']:,.0f} | {'yes' if p['timed_out'] else 'no'} |"
+            )
+    return lines
+
+
 def workload_line(run: dict[str, Any]) -> str:
     wl, w = run["workload"], run["window"]
     return (
@@ -216,9 +238,12 @@ def render(
         lines += [f"### {title}", "", f"`{cmd}`", ""]
         windows = {r["window"]["start_day"]: r for r in runs}
         lines += ["Windows: " + "; ".join(workload_line(r) for r in windows.values()) + ".", ""]
-        lines += summary_table(summary)
-        lines += ["", "Per run (cost / FAST p99 minutes):", ""]
-        lines += runs_table(runs)
+        if len({r["preemption_scale"] for r in runs}) > 1:
+            lines += sweep_table(runs)
+        else:
+            lines += summary_table(summary)
+            lines += ["", "Per run (cost / FAST p99 minutes):", ""]
+            lines += runs_table(runs)
         lines.append("")
     lines += [f"![cost against FAST p99 wait]({plots['tradeoff']})", ""]
     lines += [f"![cumulative cost over time]({plots['timeline']})", ""]
@@ -345,6 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compress", type=float, default=1.0)
     parser.add_argument("--checkpoint-minutes", type=float, default=None)
     parser.add_argument("--sweep-scales", default="0,1,3")
+    parser.add_argument(
+        "--checkpoint-variant",
+        type=float,
+        default=None,
+        help="Also run the matrix with jobs checkpointing every this many minutes.",
+    )
     parser.add_argument("--gpuspec", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--note", default="", help="A sentence for the section (what was reduced and why).")
@@ -388,6 +419,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{base} --pods {Path(args.pods).name} --seed {seeds[0]} --start-day {days[0]:g} "
                 f"--preemption-scale {args.sweep_scales}",
                 summarize(sweep_runs),
+            )
+        )
+    if args.checkpoint_variant:
+        variant = {**common, "checkpoint_minutes": args.checkpoint_variant}
+        ckpt_runs = run_many(args.pods, matrix, variant, args.jobs, use_cache=cache)
+        parts.append(
+            (
+                f"The same matrix, jobs checkpointing every {args.checkpoint_variant:g} minutes",
+                f"{base} --pods {Path(args.pods).name} --seeds {args.seeds} --start-day {args.start_day} "
+                f"--checkpoint-minutes {args.checkpoint_variant:g}",
+                summarize(ckpt_runs),
             )
         )
     if args.gpuspec and GPUSPEC_PODS.exists():
