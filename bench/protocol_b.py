@@ -205,7 +205,7 @@ def sweep_table(runs: list[dict[str, Any]]) -> list[str]:
 def workload_line(run: dict[str, Any]) -> str:
     wl, w = run["workload"], run["window"]
     return (
-        f"day {w['start_day']:g} ({w['days']:g} days): {wl['jobs']} jobs ("
+        f"day {w['start_day']:g} ({w['days']:g} day{'s' if w['days'] != 1 else ''}): {wl['jobs']} jobs ("
         + ", ".join(f"{n} {t}" for t, n in wl["tiers"].items())
         + f"), {wl['demanded_gpu_hours']:,.0f} work units demanded"
     )
@@ -353,6 +353,10 @@ def plot_spend(runs: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _numbers(text: str, *, ranges: bool = False) -> list[float]:
     from scalar.cli.simulate_dynamic import parse_numbers
 
@@ -404,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_summary = summarize(main_runs)
     parts.append(
         (
-            f"{Path(args.pods).name}: {len(seeds)} seeds x {len(days)} windows",
+            f"{Path(args.pods).name}: {_count(len(seeds), 'seed')} x {_count(len(days), 'window')}",
             f"{base} --pods {Path(args.pods).name} --seeds {args.seeds} --start-day {args.start_day}",
             main_summary,
         )
@@ -436,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec_runs = run_many(GPUSPEC_PODS, matrix, common, args.jobs, use_cache=cache)
         parts.append(
             (
-                f"{GPUSPEC_PODS.name} (pods restricted by model): {len(seeds)} seeds x {len(days)} windows",
+                f"{GPUSPEC_PODS.name} (pods restricted by model): {_count(len(seeds), 'seed')} x "
+                f"{_count(len(days), 'window')}",
                 f"{base} --pods {GPUSPEC_PODS.name} --seeds {args.seeds} --start-day {args.start_day}",
                 summarize(spec_runs),
             )
