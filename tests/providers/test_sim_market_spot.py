@@ -126,3 +126,38 @@ def test_on_demand_capacity_is_never_preempted(open_sqlite_market: Open) -> None
     events, _ = drain(market, block.end_time, provider="runpod")
     assert _preempted(events) == []
     assert sum(e.state is NodeState.TERMINATED for e in events) == 100
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 3.0])
+def test_a_rate_read_per_hour_and_scaled(scale: float) -> None:
+    assert hazard_per_hour(0.1, 1.0, scale) == pytest.approx(-math.log(0.9) * scale, rel=1e-12)
+    assert hazard_per_hour(0.1, HOURS_PER_MONTH, scale) == pytest.approx(hazard_per_hour(0.1) * scale)
+
+
+def test_hourly_rates_interrupt_spot_nodes_within_hours_and_scale_zero_never(
+    open_sqlite_market: Open, tmp_path: object
+) -> None:
+    def preempted(config: MarketConfig, name: str) -> list[NodeEvent]:
+        market = open_sqlite_market(config, url=f"sqlite:///{tmp_path}/{name}.db")
+        runpod = market.provider("runpod")
+        offer = next(o for o in runpod.list_offers(T0) if o.spot and o.gpu_count == 1)
+        request = CapacityRequest(
+            "runpod", offer.instance_type, 50, 24 * 3600, None, Tier.FLEX, gpus_per_node=1, spot=True
+        )
+        block = runpod.buy(request, "day", T0).block
+        assert block is not None
+        events, _ = drain(market, block.end_time, provider="runpod")
+        return _preempted(events)
+
+    hourly = preempted(MarketConfig(seed=7, shape_capacity_nodes=None, interruption_period_hours=1.0), "a")
+    # 10% an hour for a day: 1 - 0.9^24 = 92% of the 50 nodes are interrupted (sd about 2)
+    assert 38 <= len(hourly) <= 50
+    off = MarketConfig(seed=7, shape_capacity_nodes=None, interruption_period_hours=1.0, preemption_scale=0.0)
+    assert preempted(off, "b") == []
+
+
+def test_bad_interruption_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="interruption_period_hours"):
+        MarketConfig(interruption_period_hours=0)
+    with pytest.raises(ValueError, match="preemption_scale"):
+        MarketConfig(preemption_scale=-1)

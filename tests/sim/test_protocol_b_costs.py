@@ -80,9 +80,10 @@ def test_busy_gpus_count_a_shared_gpu_once() -> None:
 
 
 class HourlyOffers:
-    """Two hours of prices: the T4 doubles in the second."""
+    """Two hours of prices: the T4 doubles in the second (or halves, ``rising=False``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rising: bool = True) -> None:
+        self.rising = rising
         self.base = [
             offer("T4", 1, "0.30", vram=16.0, vcpu=8, ram=32),
             offer("V100", 4, "0.50", vram=16.0, vcpu=32, ram=244),
@@ -90,29 +91,38 @@ class HourlyOffers:
         ]
 
     def offers(self, now: datetime) -> tuple[Offer, ...]:
-        if now >= ORIGIN + H:
-            return (offer("T4", 1, "0.60", vram=16.0, vcpu=8, ram=32), *self.base[1:])
-        return tuple(self.base)
+        first, second = ("0.30", "0.60") if self.rising else ("0.60", "0.30")
+        price = second if now >= ORIGIN + H else first
+        return (offer("T4", 1, price, vram=16.0, vcpu=8, ram=32), *self.base[1:])
 
 
-def test_lower_bound_by_hand() -> None:
-    jobs = [
-        # 30 min at the T4's $0.30, then 1 h at the V100's $0.50 (the T4 went to $0.60): $0.65
-        job("j1", arrival_s=1800, duration_s=5400, models=("T4", "V100")),
-        # half a 16 GB GPU: 8 GB of a T4 ($0.15/h) beats 8 GB of a 40 GB A100 ($0.24/h): $0.15
-        job("j2", duration_s=3600, fraction=0.5, cpu=2, models=("T4", "A100")),
-        # 12 CPUs do not fit a T4's 8: the A100 at $1.20
-        job("j3", duration_s=3600, cpu=12, models=("T4", "A100")),
-        # 8 GPUs as a gang of two 4-GPU V100 nodes: 8 x $0.50 x 0.5 h = $2.00
-        job("j4", duration_s=1800, gpu_count=8, cpu=20, models=("V100",)),
-        # CPU-heavy: pays only its GPU ($0.50), though it takes half a V100 node's CPUs
-        job("j5", duration_s=3600, cpu=16, models=("V100",)),
-    ]
-    bound = lower_bound(workload(jobs), HourlyOffers())
-    assert bound.cost == Decimal("4.5")
-    # the CPU-aware ideal prices j5 at half a $2/h node: $1.00 instead of $0.50
-    assert bound.dominant_share_cost == Decimal("5.0")
-    assert bound.unpriced_jobs == 0
+def test_the_lp_bound_counts_cpu_and_packs_complementary_jobs() -> None:
+    # One hour on the V100 node only ($2/h: 4 GPUs, 32 vCPUs). A 1-GPU job with 16 vCPUs needs half a node
+    # for its CPUs: $1.00 (a GPU-only bound would say $0.50).
+    alone = [job("cpu-heavy", duration_s=3600, cpu=16, models=("V100",))]
+    assert lower_bound(workload(alone), HourlyOffers()).cost == Decimal("1.0")
+    # With a 3-GPU job that needs no CPU, one node holds both: $2.00, not $1.00 + $1.50.
+    both = [*alone, job("gpu-heavy", duration_s=3600, gpu_count=3, cpu=0, models=("V100",))]
+    assert lower_bound(workload(both), HourlyOffers()).cost == Decimal("2.0")
+
+
+def test_the_lp_bound_prices_flex_work_in_work_units_and_fast_in_wall_time() -> None:
+    # One work unit (an A100 GPU-hour): on a T4 (speed 0.208) it takes 4.8 GPU-hours at $0.30 = $1.44,
+    # on the A100 one GPU-hour at $1.20: FLEX pays $1.20. A FAST service holds its GPU an hour anywhere: $0.30.
+    flex = job("batch", duration_s=3600, cpu=0, models=("T4", "A100"), tier=Tier.FLEX)
+    fast = job("service", duration_s=3600, cpu=0, models=("T4", "A100"))
+    assert float(lower_bound(workload([flex]), HourlyOffers()).cost) == pytest.approx(1.20)
+    assert float(lower_bound(workload([fast]), HourlyOffers()).cost) == pytest.approx(0.30)
+
+
+def test_each_offer_keeps_its_lowest_price_so_far() -> None:
+    # The T4 doubles in hour 1: a T4 service in hour 1 is still priced at hour 0's $0.30 ...
+    late = job("late", arrival_s=3600, duration_s=3600, cpu=0, models=("T4",))
+    assert float(lower_bound(workload([late]), HourlyOffers()).cost) == pytest.approx(0.30)
+    # ... but a price that falls later does not lower an earlier hour's.
+    falling = HourlyOffers(rising=False)
+    early = job("early", duration_s=3600, cpu=0, models=("T4",))
+    assert float(lower_bound(workload([early, late]), falling).cost) == pytest.approx(0.60 + 0.30)
 
 
 def test_a_job_no_offer_holds_is_counted_unpriced() -> None:

@@ -5,8 +5,11 @@ each asked policy on a fresh market with the same seed and measures it with the 
 
 - ``scalar``: the engine's ``Controller`` with :func:`scalar_config` (every decision is the engine's);
 - ``on-demand``: the same engine, allowed only on-demand fixed-price offers;
-- ``karpenter``, ``ray-v2``: :mod:`scalar.sim.dynamic.baselines`;
-- ``lower-bound``: :mod:`scalar.sim.dynamic.lower_bound` (no run: a price, no waits).
+- ``per-pod``, ``per-pod-fast``, ``karpenter``, ``ray-v2``: :mod:`scalar.sim.dynamic.baselines`;
+- ``lower-bound``: :mod:`scalar.sim.dynamic.lower_bound` (no run: hourly linear programs, no waits).
+
+:func:`run_matrix` runs many (seed, window) runs, in parallel processes, and :func:`summarize` gives the
+means, spreads and per-baseline wins.
 
 See docs/simulator-dynamic.md.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,19 +28,31 @@ from scalar.domain.money import round_cents, to_json_number
 from scalar.domain.offers import AWS, AZURE, GCP, PRIME, RUNPOD, SFCOMPUTE, Offer
 from scalar.domain.tier import Tier
 from scalar.engine import ControllerConfig, ScaleGroupConfig
-from scalar.sim.dynamic.baselines import KARPENTER, RAY_V2, KarpenterDriver, RayV2Driver
+from scalar.sim.dynamic.baselines import (
+    KARPENTER,
+    PER_POD,
+    PER_POD_CONFIG,
+    PER_POD_FAST,
+    PER_POD_FAST_CONFIG,
+    RAY_V2,
+    KarpenterDriver,
+    PerPodDriver,
+    RayV2Driver,
+)
 from scalar.sim.dynamic.engine_run import EngineDriver
 from scalar.sim.dynamic.loop import DEFAULT_TICK_S, ORIGIN, LoopPolicy, RunTrace, run_loop
 from scalar.sim.dynamic.lower_bound import lower_bound
 from scalar.sim.dynamic.mapping import ALL_MAPPED_MODELS
 from scalar.sim.dynamic.market import MarketSession
 from scalar.sim.dynamic.metrics import TierWaits, tier_waits
+from scalar.sim.dynamic.progress import MOVED, PREEMPTED, WorkTracker
 from scalar.sim.dynamic.workload import WindowOptions, Workload, build_workload
 
 SCALAR = "scalar"
 ON_DEMAND = "on-demand"
 LOWER_BOUND = "lower-bound"
-POLICIES = (SCALAR, KARPENTER, RAY_V2, ON_DEMAND, LOWER_BOUND)
+POLICIES = (SCALAR, PER_POD, PER_POD_FAST, KARPENTER, RAY_V2, ON_DEMAND, LOWER_BOUND)
+BASELINES = (PER_POD, PER_POD_FAST, KARPENTER, RAY_V2, ON_DEMAND)
 FIXED_PRICE_PROVIDERS = (PRIME, RUNPOD, AWS, AZURE, GCP)
 DEFAULT_SEED = 42
 
@@ -107,6 +123,7 @@ class ProtocolBOptions:
     seed: int = DEFAULT_SEED
     policies: tuple[str, ...] = POLICIES
     tick_s: float = DEFAULT_TICK_S
+    preemption_scale: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +141,14 @@ class PolicyResult:
     timed_out: bool
     wall_s: float
     busy_gpu_hours: float = 0.0
+    preempted_gpu_hours: float = 0.0
+    moved_lost_gpu_hours: float = 0.0
+    interruptions: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def interruptions_per_gpu_hour(self) -> float | None:
+        return None if self.paid_gpu_hours <= 0 else self.interruptions / self.paid_gpu_hours
 
     @property
     def idle_gpu_hours(self) -> float:
@@ -154,6 +178,12 @@ class PolicyResult:
             "sim_end_s": round(self.sim_end_s, 1),
             "steps": self.steps,
             "killed_runs": self.killed_runs,
+            "interruptions": self.interruptions,
+            "interruptions_per_gpu_hour": None
+            if self.interruptions_per_gpu_hour is None
+            else round(self.interruptions_per_gpu_hour, 6),
+            "preempted_gpu_hours": round(self.preempted_gpu_hours, 2),
+            "moved_lost_gpu_hours": round(self.moved_lost_gpu_hours, 2),
             "timed_out": self.timed_out,
             "wall_s": round(self.wall_s, 2),
             **self.extra,
@@ -165,15 +195,24 @@ class ProtocolBResult:
     workload: Workload
     seed: int
     results: tuple[PolicyResult, ...]
+    bound: Decimal | None = None  # the lower bound's cost, for every policy's ratio
+    preemption_scale: float = 1.0
 
     def by_policy(self) -> dict[str, PolicyResult]:
         return {r.policy: r for r in self.results}
 
     def to_dict(self) -> dict[str, Any]:
         wl = self.workload
+        policies = []
+        for r in self.results:
+            row = r.to_dict()
+            row["ratio_to_lower_bound"] = None if not self.bound else round(float(r.cost / self.bound), 4)
+            policies.append(row)
         return {
             "pods_file": wl.source,
             "seed": self.seed,
+            "preemption_scale": self.preemption_scale,
+            "checkpoint_minutes": None if wl.checkpoint_s is None else wl.checkpoint_s / 60,
             "window": {
                 "start_s": wl.start_s,
                 "end_s": wl.end_s,
@@ -200,12 +239,17 @@ class ProtocolBResult:
                 ],
                 "pods_per_model": wl.pods_per_model(),
             },
-            "policies": [r.to_dict() for r in self.results],
+            "policies": policies,
         }
 
 
-def _waits(workload: Workload, trace: RunTrace, refused: set[str]) -> dict[Tier, TierWaits]:
-    return {t: tier_waits(workload.jobs, trace.finished_at, refused, trace.ended_at, t) for t in Tier}
+def _waits(
+    workload: Workload, trace: RunTrace, refused: set[str], tracker: WorkTracker
+) -> dict[Tier, TierWaits]:
+    return {
+        t: tier_waits(workload.jobs, trace.finished_at, refused, trace.ended_at, t, ideal=tracker.ideal_s)
+        for t in Tier
+    }
 
 
 def _delivered(workload: Workload, trace: RunTrace) -> float:
@@ -219,6 +263,10 @@ def _driver(
         return EngineDriver(config or scalar_config(session.offers(ORIGIN)), session)
     if policy == ON_DEMAND:
         return EngineDriver(on_demand_config(), session)
+    if policy == PER_POD:
+        return PerPodDriver(session, workload.horizon_s, PER_POD_CONFIG, PER_POD)
+    if policy == PER_POD_FAST:
+        return PerPodDriver(session, workload.horizon_s, PER_POD_FAST_CONFIG, PER_POD_FAST)
     if policy == KARPENTER:
         return KarpenterDriver(session, workload.horizon_s)
     if policy == RAY_V2:
@@ -234,11 +282,15 @@ def run_policy(
     tick_s: float = DEFAULT_TICK_S,
     progress: Progress | None = None,
     config: ControllerConfig | None = None,
+    preemption_scale: float = 1.0,
 ) -> PolicyResult:
     """Run one policy on a fresh market of ``seed`` and measure it (``config``: the engine's, for
     ``scalar``; the default is :func:`scalar_config`)."""
     started = time.perf_counter()
-    with MarketSession(seed, ALL_MAPPED_MODELS) as session:
+    tracker = WorkTracker(workload.jobs, workload.checkpoint_s)
+    with MarketSession(
+        seed, ALL_MAPPED_MODELS, preemption_scale=preemption_scale, tracker=tracker
+    ) as session:
         if policy == LOWER_BOUND:
             bound = lower_bound(workload, session)
             end = ORIGIN
@@ -258,10 +310,7 @@ def run_policy(
                 timed_out=False,
                 wall_s=time.perf_counter() - started,
                 busy_gpu_hours=workload.demanded_gpu_hours,
-                extra={
-                    "dominant_share_cost": to_json_number(round_cents(bound.dominant_share_cost)),
-                    "unpriced_jobs": bound.unpriced_jobs,
-                },
+                extra={"unpriced_jobs": bound.unpriced_jobs, "lp_hours": bound.hours},
             )
         driver = _driver(policy, session, workload, config)
         report = None if progress is None else (lambda done, total: progress(policy, done, total))
@@ -281,7 +330,7 @@ def run_policy(
             cost=session.ledger.cost(until),
             paid_gpu_hours=float(session.ledger.paid_gpu_hours(until)),
             delivered_gpu_hours=_delivered(workload, trace),
-            waits=_waits(workload, trace, refused),
+            waits=_waits(workload, trace, refused, tracker),
             nodes_bought=sum(len(b.grant.node_ids) for b in session.ledger.blocks.values()),
             spend=spend,
             sim_end_s=(until - ORIGIN).total_seconds(),
@@ -290,7 +339,30 @@ def run_policy(
             timed_out=trace.timed_out,
             wall_s=time.perf_counter() - started,
             busy_gpu_hours=float(session.occupancy.busy_gpu_hours(until)),
+            preempted_gpu_hours=tracker.lost_gpu_hours(PREEMPTED),
+            moved_lost_gpu_hours=tracker.lost_gpu_hours(MOVED),
+            interruptions=session.preemptions,
+            extra={**_extra(driver), "cost_curve": cost_curve(session, until)},
         )
+
+
+COST_CURVE_STEP_S = 3 * 3600
+
+
+def cost_curve(session: MarketSession, until: datetime) -> list[float]:
+    """Cumulative cost every :data:`COST_CURVE_STEP_S` from the window's start to ``until`` (and at it)."""
+    end = (until - ORIGIN).total_seconds()
+    points = [ORIGIN + timedelta(seconds=t) for t in range(0, int(end), COST_CURVE_STEP_S)] + [until]
+    return [round(float(session.ledger.cost(t)), 2) for t in points]
+
+
+def _extra(driver: LoopPolicy) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("launches", "moves", "consolidations"):
+        value = getattr(driver, name, None)
+        if value is not None:
+            out[name] = value
+    return out
 
 
 def _ideal_waits(workload: Workload, tier: Tier, empty: TierWaits) -> TierWaits:
@@ -301,9 +373,10 @@ def _ideal_waits(workload: Workload, tier: Tier, empty: TierWaits) -> TierWaits:
 
 
 def load_workload(pods_path: Path | str, seed: int, window: WindowOptions) -> Workload:
-    """Build the workload against the offers the market shows at the window's start."""
+    """Build the workload against the offers the market shows at the window's start (``seed`` also draws
+    the duration estimates)."""
     with MarketSession(seed, ALL_MAPPED_MODELS) as session:
-        return build_workload(pods_path, session.offers(ORIGIN), window)
+        return build_workload(pods_path, session.offers(ORIGIN), window, seed=seed)
 
 
 def run_protocol_b(
@@ -315,8 +388,17 @@ def run_protocol_b(
 ) -> ProtocolBResult:
     opts = options or ProtocolBOptions()
     wl = workload or load_workload(pods_path, opts.seed, opts.window)
-    results = [run_policy(p, wl, opts.seed, tick_s=opts.tick_s, progress=progress) for p in opts.policies]
-    return ProtocolBResult(wl, opts.seed, tuple(results))
+    results = [
+        run_policy(
+            p, wl, opts.seed, tick_s=opts.tick_s, progress=progress, preemption_scale=opts.preemption_scale
+        )
+        for p in opts.policies
+    ]
+    by = {r.policy: r for r in results}
+    bound = by[LOWER_BOUND].cost if LOWER_BOUND in by else None
+    if bound is None:
+        bound = run_policy(LOWER_BOUND, wl, opts.seed).cost
+    return ProtocolBResult(wl, opts.seed, tuple(results), bound, opts.preemption_scale)
 
 
 def policy_list(names: Sequence[str]) -> tuple[str, ...]:

@@ -40,6 +40,12 @@ class MarketConfig:
     ``spot_price_drift``: spot prices move up to this fraction either way each market hour.
     ``shape_capacity_nodes``: how many live nodes one fixed-price shape (provider, instance type, region,
     spot) can have at once; ``None`` means unlimited.
+    ``interruption_period_hours``: the period an interruption rate is the probability of at least one
+    interruption in. The AWS Spot Advisor publishes its bands per month (730 h, the default); read that way a
+    node lives a mean of 7,000 hours at 10% and a replay of days sees no interruption at all. Protocol B's
+    simulator reads the same bands per hour (``1``), a modelling choice (docs/simulator-dynamic.md,
+    "Preemptions").
+    ``preemption_scale``: multiplies every spot node's hazard (0 turns interruptions off).
     """
 
     seed: int | None = None
@@ -48,6 +54,8 @@ class MarketConfig:
     unpublished_interruption_rate: float = 0.10
     spot_price_drift: float = 0.05
     shape_capacity_nodes: int | None = 64
+    interruption_period_hours: float = HOURS_PER_MONTH
+    preemption_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.time_scale, int | float) and math.isfinite(self.time_scale)) or (
@@ -71,6 +79,16 @@ class MarketConfig:
             raise MarketConfigError(
                 f"spot_price_drift must be in [0, 1), got {self.spot_price_drift!r}",
                 "give a fraction, e.g. 0.05 for +/-5%",
+            )
+        if not (math.isfinite(self.interruption_period_hours) and self.interruption_period_hours > 0):
+            raise MarketConfigError(
+                f"interruption_period_hours must be a positive number, got {self.interruption_period_hours!r}",
+                "give the hours an interruption rate refers to: 730 for a monthly rate, 1 for an hourly one",
+            )
+        if not (math.isfinite(self.preemption_scale) and self.preemption_scale >= 0):
+            raise MarketConfigError(
+                f"preemption_scale must be a number >= 0, got {self.preemption_scale!r}",
+                "use 1 for the published hazards, 0 to turn interruptions off, 3 for three times as many",
             )
         if self.shape_capacity_nodes is not None and self.shape_capacity_nodes < 1:
             raise MarketConfigError(
@@ -124,11 +142,12 @@ def boot_profile(provider: str) -> BootProfile:
     return BOOT_PROFILES.get(provider, VM_BOOT)
 
 
-def hazard_per_hour(monthly_rate: float) -> float:
-    """The constant per-hour hazard whose probability of at least one interruption in a month is the rate.
+def hazard_per_hour(rate: float, period_hours: float = HOURS_PER_MONTH, scale: float = 1.0) -> float:
+    """The constant per-hour hazard whose probability of at least one interruption in ``period_hours`` is
+    the rate (a month by default), times ``scale``.
 
-    ``1 - exp(-h * 730) = p``, so ``h = -ln(1 - p) / 730``.
+    ``1 - exp(-h * T) = p``, so ``h = -ln(1 - p) / T``.
     """
-    if monthly_rate <= 0.0:
+    if rate <= 0.0 or scale <= 0.0:
         return 0.0
-    return -math.log1p(-monthly_rate) / HOURS_PER_MONTH
+    return scale * -math.log1p(-rate) / period_hours

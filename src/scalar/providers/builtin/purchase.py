@@ -302,6 +302,8 @@ def _create_block(
             boot_failure_rate=seller.config.boot_failure_rate,
             forced_failure=forced[index],
             monthly_interruption_rate=grant.interruption_rate,
+            interruption_period_hours=seller.config.interruption_period_hours,
+            preemption_scale=seller.config.preemption_scale,
         )
         rows.append(
             {

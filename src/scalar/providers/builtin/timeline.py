@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from scalar.domain.market import NodeState
 from scalar.providers.builtin.clock import US_PER_HOUR, scaled_us
-from scalar.providers.builtin.config import BootProfile, hazard_per_hour
+from scalar.providers.builtin.config import HOURS_PER_MONTH, BootProfile, hazard_per_hour
 from scalar.providers.builtin.draws import rng_for
 
 BOOT_ORDER = (NodeState.REQUESTING, NodeState.BOOTING, NodeState.INITIALIZING, NodeState.READY)
@@ -53,11 +53,13 @@ def plan_node(
     boot_failure_rate: float,
     forced_failure: bool,
     monthly_interruption_rate: float | None,
+    interruption_period_hours: float = HOURS_PER_MONTH,
+    preemption_scale: float = 1.0,
 ) -> NodePlan:
     """Draw the node's boot stages (uniform in each stage's range), its boot failure and its preemption.
 
-    Preemption: spot nodes face a constant hazard ``h = -ln(1 - p) / 730`` per hour from the contract
-    start, so the time to preemption is exponential (inverse-CDF draw); it is divided by the time scale
+    Preemption: spot nodes face a constant hazard ``h = scale * -ln(1 - p) / T`` per hour from the contract
+    start (``p`` the rate, ``T`` the hours it refers to: 730 for the Spot Advisor's monthly bands), so the time to preemption is exponential (inverse-CDF draw); it is divided by the time scale
     like every other market duration.
     """
     rng = rng_for(seed, "boot", node_id)
@@ -72,7 +74,7 @@ def plan_node(
         fail_cause = f"boot_failure_rate {boot_failure_rate:g}"
     preempt = None
     if monthly_interruption_rate is not None:
-        hazard = hazard_per_hour(monthly_interruption_rate)
+        hazard = hazard_per_hour(monthly_interruption_rate, interruption_period_hours, preemption_scale)
         if hazard > 0:
             u = rng_for(seed, "preempt", node_id).random()
             hours = -math.log1p(-u) / hazard

@@ -39,6 +39,11 @@ class SimNode:
     ram_used: float = 0.0
     jobs: dict[str, tuple[int, ...]] = field(default_factory=dict)
     nominated: dict[str, None] = field(default_factory=dict)  # pods waiting for this node to boot
+    spot: bool = False
+    price_per_hour: float = 0.0  # the node's price when bought
+    owner: str | None = None  # per-pod baselines: the one pod this node was bought for
+    changed_at: datetime | None = None  # last time a pod arrived or left (Karpenter's consolidateAfter)
+    replaced_by: str | None = None  # Karpenter: the replacement node being launched for this one
 
     def __post_init__(self) -> None:
         if not self.gpu_vram_used:
@@ -58,6 +63,8 @@ class SimNode:
                 cpu=grant.cpu_per_node,
                 ram_gb=grant.ram_per_node_gb,
                 end_time=grant.end_time,
+                spot=grant.spot,
+                price_per_hour=float(grant.price_per_gpu_hour) * grant.gpus_per_node,
             )
             for node_id in grant.node_ids
         ]
@@ -148,4 +155,6 @@ def empty_node(offer: Offer) -> SimNode:
         cpu=offer.vcpu,
         ram_gb=offer.memory_gb,
         end_time=datetime.max.replace(tzinfo=UTC),
+        spot=offer.spot,
+        price_per_hour=float(offer.price_per_hour),
     )

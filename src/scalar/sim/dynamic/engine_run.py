@@ -52,7 +52,7 @@ def job_spec(job: DynamicJob, at: datetime) -> JobSpec:
         vram_per_gpu_gb=job.vram_per_gpu_gb,
         cpu_cores=job.cpu_cores,
         ram_gb=job.ram_gb,
-        expected_duration_sec=max(1.0, job.duration_s),
+        expected_duration_sec=max(1.0, job.expected_s),
         name=job.job_id,
         gpu_models=job.models,
         share_gpu=job.share_gpu,

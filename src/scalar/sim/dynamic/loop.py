@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from scalar.domain.market import NodeEvent
-from scalar.sim.dynamic.market import MarketSession
+from scalar.sim.dynamic.market import MarketSession, killed
 from scalar.sim.dynamic.workload import DynamicJob, Workload
 
 ORIGIN = datetime(2025, 7, 1, tzinfo=UTC)
@@ -84,7 +84,7 @@ def run_loop(
             if e.job_id is not None and e.job_id in wanted:
                 if e.job_succeeded:
                     trace.finished_at.setdefault(e.job_id, e.at)
-                elif e.job_succeeded is False:
+                elif killed(e):
                     trace.killed_runs += 1
         policy.step(now, arrivals, events)
         trace.steps += 1

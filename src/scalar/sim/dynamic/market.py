@@ -21,11 +21,26 @@ from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, O
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import US_PER_HOUR, from_us, to_us
+from scalar.providers.builtin.lifecycle import JOB_KILLED
+from scalar.providers.builtin.timeline import CAUSE_PREEMPTED
 from scalar.providers.sim import BOOK_SHAPES, BuiltinMarket, MarketConfig
 from scalar.sim.dynamic.ledger import Ledger, Occupancy
+from scalar.sim.dynamic.progress import MOVED, PREEMPTED, WorkTracker
 
 HOUR_US = US_PER_HOUR
+# The market's published interruption bands are read as hourly probabilities (docs/simulator-dynamic.md,
+# "Preemptions"): read per month, as the AWS Spot Advisor states them, no node is interrupted in a week.
+INTERRUPTION_PERIOD_HOURS = 1.0
 _FIXED_OFFERS: dict[tuple[int, int, tuple[str, ...] | None], tuple[Offer, ...]] = {}
+
+
+def killed(event: NodeEvent) -> bool:
+    """A job end the market reports because the node stopped under the job (preempted, released, ended):
+    ``job_succeeded`` is ``None`` (a preemption, for the controller) or ``False``, and the details say
+    ``outcome: killed``."""
+    if event.job_id is None or event.job_succeeded:
+        return False
+    return event.job_succeeded is False or event.details.get("outcome") == JOB_KILLED
 
 
 def market_hour(now: datetime) -> int:
@@ -46,10 +61,22 @@ def cheapest_per_shape(offers: Sequence[Offer]) -> tuple[Offer, ...]:
 class MarketSession:
     """A fresh built-in market (seed ``seed``, time scale 1) for one policy's run."""
 
-    def __init__(self, seed: int, models: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        models: Sequence[str] | None = None,
+        *,
+        preemption_scale: float = 1.0,
+        tracker: WorkTracker | None = None,
+    ) -> None:
         self._dir = tempfile.mkdtemp(prefix="scalar-sim-b-")
         path = Path(self._dir) / "market.db"
-        self.market = BuiltinMarket(f"sqlite:///{path}", MarketConfig(seed=seed))
+        config = MarketConfig(
+            seed=seed, interruption_period_hours=INTERRUPTION_PERIOD_HOURS, preemption_scale=preemption_scale
+        )
+        self.market = BuiltinMarket(f"sqlite:///{path}", config)
+        self.tracker = tracker
+        self.preemptions = 0
         self.providers = self.market.providers()
         self.models = None if models is None else {m.upper() for m in models}
         self._models_key = None if self.models is None else tuple(sorted(self.models))
@@ -135,8 +162,16 @@ class MarketSession:
     def start_work(
         self, node_id: str, job_id: str, duration_s: int, now: datetime, gpus: Sequence[int] = ()
     ) -> None:
-        """Start a job's timer on a node; ``gpus`` are the GPU indices it holds (for idle accounting)."""
+        """Start a job's timer on a node; ``gpus`` are the GPU indices it holds (for idle accounting).
+
+        With a work tracker, the timer is the job's true run time on the node's model (work left divided
+        by the model's speed), whatever ``duration_s`` the policy believes."""
         self._dirty = True
+        if self.tracker is not None:
+            bill = self.ledger.blocks[self.ledger.node_block[node_id]]
+            true_s = self.tracker.start(job_id, bill.grant.gpu_model or "", now)
+            if true_s is not None:
+                duration_s = true_s
         self.providers[self.ledger.provider_of(node_id)].start_work(node_id, job_id, duration_s, now)
         self.occupancy.started(node_id, job_id, gpus, now)
 
@@ -144,6 +179,8 @@ class MarketSession:
         self._dirty = True
         self.providers[self.ledger.provider_of(node_id)].stop_work(node_id, job_id, now)
         self.occupancy.ended(node_id, job_id, now)
+        if self.tracker is not None:
+            self.tracker.stopped(job_id, now, MOVED)
 
     # -- what happened, and when the next thing will -----------------------------------------------------
     def events(self, now: datetime) -> list[NodeEvent]:
@@ -160,10 +197,17 @@ class MarketSession:
                 break
         self.ledger.observe(out)
         for e in out:
-            if e.job_id is not None and e.job_succeeded is not None:
+            if e.job_id is not None and (e.job_succeeded is not None or killed(e)):
                 self.occupancy.ended(e.node_id, e.job_id, e.at)
+                if self.tracker is not None:
+                    if e.job_succeeded:
+                        self.tracker.finished(e.job_id)
+                    else:
+                        self.tracker.stopped(e.job_id, e.at, PREEMPTED)
             if e.state in (NodeState.FAILED, NodeState.TERMINATED):
                 self.occupancy.node_stopped(e.node_id, e.at)
+                if e.details.get("cause") == CAUSE_PREEMPTED:
+                    self.preemptions += 1
         return out
 
     def next_move(self) -> datetime | None:

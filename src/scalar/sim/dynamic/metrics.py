@@ -1,6 +1,6 @@
 """Protocol B's numbers, measured the same way for every policy.
 
-- **Wait** of a job: ``finish - arrival - duration``: all the time it was not making progress (queueing,
+- **Wait** of a job: ``finish - arrival - run time`` (its run time on the model it last ran on): all the time it was not making progress (queueing,
   boots, and work lost to a preemption and run again). A job that never finished (the run hit its safety
   horizon) counts ``end of run - arrival`` and misses its SLO; a job a policy refused is counted apart and
   misses its SLO too.
@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,7 +71,10 @@ def tier_waits(
     refused: set[str],
     ended_at: datetime,
     tier: Tier,
+    ideal: Callable[[DynamicJob], float] | None = None,
 ) -> TierWaits:
+    """Waits of ``tier``'s jobs; ``ideal(job)``: its run time without waiting (default: its duration; with
+    GPUs of different speeds, its run time on the model it last ran on)."""
     waits: list[float] = []
     n = finished = n_refused = ok = 0
     bound = SLO_WAIT_S[tier]
@@ -87,7 +90,8 @@ def tier_waits(
             wait = (ended_at - ORIGIN).total_seconds() - job.arrival_s
         else:
             finished += 1
-            wait = max(0.0, (done - ORIGIN).total_seconds() - job.arrival_s - job.duration_s)
+            ran = job.duration_s if ideal is None else ideal(job)
+            wait = max(0.0, (done - ORIGIN).total_seconds() - job.arrival_s - ran)
             ok += wait <= bound
         waits.append(wait)
     return TierWaits(

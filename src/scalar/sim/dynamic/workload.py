@@ -7,9 +7,11 @@ arrivals begin in earnest) and ``W1 = W0 + window_days`` days (default: the trac
 what is left of its life, a pod alive when it closes is declared only up to ``W1``. ``compress = X``
 then divides every time by X (arrivals and durations alike: the same load shape, X times faster).
 
-A job's declared duration is ``deletion - creation`` (cut to the window, compressed) and the scheduler
-is told it as the job's ``expected_duration_sec``. That is optimistic: a real scheduler gets estimates.
-The market ends each job exactly that long after it starts.
+A job's duration is ``deletion - creation`` (cut to the window, compressed): its wall time on the
+reference model (:mod:`scalar.sim.dynamic.speed`; a FLEX job runs faster or slower on other models, a FAST
+job holds its GPU that long on any). The scheduler is told an *estimate*, the duration times a seeded
+log-normal error ``exp(sigma * Z)`` (``estimate_sigma``, default 0.5: half the estimates are off by more
+than a factor of 1.4, one in twenty by more than 2.3), drawn from the run's seed and the job's id.
 
 Pods left out, each counted: CPU-only pods (``num_gpu = 0``: the markets here sell GPU nodes; every
 policy skips them alike), pods that were ``Pending`` in the trace (never scheduled: their deletion is a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +36,7 @@ from scalar.sim.traces import GPU_MILLI, PodSpec, TraceFormatError, read_pods
 
 DAY_S = 86_400
 HOUR_S = 3600.0
+DEFAULT_ESTIMATE_SIGMA = 0.5
 
 SKIP_CPU_ONLY = "cpu_only"
 SKIP_PENDING = "pending_in_trace"
@@ -50,8 +54,16 @@ class WindowOptions:
     window_days: float | None = None
     compress: float = 1.0
     burstable: Tier = Tier.FLEX
+    estimate_sigma: float = DEFAULT_ESTIMATE_SIGMA
+    checkpoint_minutes: float | None = None
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.estimate_sigma) and self.estimate_sigma >= 0):
+            raise ValueError(f"estimate_sigma must be a number >= 0, got {self.estimate_sigma}")
+        if self.checkpoint_minutes is not None and not (
+            math.isfinite(self.checkpoint_minutes) and self.checkpoint_minutes > 0
+        ):
+            raise ValueError(f"checkpoint_minutes must be > 0 (or unset), got {self.checkpoint_minutes}")
         if not (math.isfinite(self.compress) and self.compress >= 1):
             raise ValueError(f"compress must be a number >= 1, got {self.compress}")
         if self.window_days is not None and not (math.isfinite(self.window_days) and self.window_days > 0):
@@ -77,6 +89,12 @@ class DynamicJob:
     ram_gb: float
     models: tuple[str, ...]
     trace_models: str  # the pod's gpu_spec as written, or "any"
+    estimate_s: float = 0.0  # what the scheduler is told (0: the duration itself)
+
+    @property
+    def expected_s(self) -> float:
+        """The duration the scheduler is told: the estimate, or the true duration when none was drawn."""
+        return self.estimate_s if self.estimate_s > 0 else self.duration_s
 
     @property
     def gpus(self) -> float:
@@ -110,6 +128,7 @@ class Workload:
     clipped: int
     mapping: tuple[MappingRow, ...]
     tiers: dict[str, int] = field(default_factory=dict)
+    checkpoint_s: float | None = None
 
     @property
     def horizon_s(self) -> float:
@@ -156,14 +175,24 @@ def default_start_s(pods: Sequence[PodSpec]) -> int:
     return (p5 // DAY_S) * DAY_S
 
 
+def estimate(duration_s: float, sigma: float, seed: int, job_id: str) -> float:
+    """``duration_s`` times a log-normal error ``exp(sigma * Z)``, ``Z`` drawn from ``seed`` and the job id."""
+    if sigma <= 0:
+        return duration_s
+    z = random.Random(f"estimate:{seed}:{job_id}").gauss(0.0, 1.0)
+    return duration_s * math.exp(sigma * z)
+
+
 def build_workload(
     path: Path | str,
     offers: Sequence[Offer],
     options: WindowOptions | None = None,
     pods: Sequence[PodSpec] | None = None,
     phases: Sequence[str] | None = None,
+    seed: int = 0,
 ) -> Workload:
-    """Read ``path`` (or take ``pods``/``phases`` already read) and build the replayed jobs."""
+    """Read ``path`` (or take ``pods``/``phases`` already read) and build the replayed jobs; ``seed`` draws
+    the duration estimates the scheduler is told."""
     opts = options or WindowOptions()
     source = str(path)
     if pods is None:
@@ -239,7 +268,8 @@ def build_workload(
             n += 1
             job_id = f"{j.job_id}-{n}"
         seen.add(job_id)
-        unique.append(j if job_id == j.job_id else replace(j, job_id=job_id))
+        told = estimate(j.duration_s, opts.estimate_sigma, seed, job_id)
+        unique.append(replace(j, job_id=job_id, estimate_s=told))
     tiers: dict[str, int] = {}
     for j in unique:
         tiers[j.tier.value] = tiers.get(j.tier.value, 0) + 1
@@ -258,4 +288,5 @@ def build_workload(
         clipped=clipped,
         mapping=mapping,
         tiers=dict(sorted(tiers.items())),
+        checkpoint_s=None if opts.checkpoint_minutes is None else opts.checkpoint_minutes * 60.0,
     )
