@@ -182,6 +182,9 @@ def agent_router(control_plane: AgentsPort) -> APIRouter:
                 body.delivery,
                 body.output,
                 body.error,
+                stream=body.stream,
+                final=body.final,
+                stop_pod=body.stop_pod,
             )
         except AgentWorkerError as err:
             raise _problem(err, "token") from None

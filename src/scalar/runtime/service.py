@@ -282,7 +282,12 @@ class ControlPlane:
         """Serverless endpoints (``scalar.runtime.endpoints``): their workers are this plane's jobs."""
         if self._endpoints is None:
             self._endpoints = EndpointService(
-                self, lambda: self._opened()[0], self.clock, seed=self.settings.market_seed or 0
+                self,
+                lambda: self._opened()[0],
+                self.clock,
+                seed=self.settings.market_seed or 0,
+                max_request_retries=self.settings.endpoint_max_request_retries,
+                webhook_allow_private=self.settings.endpoint_webhook_allow_private,
             )
         return self._endpoints
 

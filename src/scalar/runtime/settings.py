@@ -153,6 +153,11 @@ class Settings:
     auth_required: bool = True
     # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
     kubernetes: KubernetesSettings | None = None
+    # [endpoints] (docs/endpoints.md): how often a request whose worker died under it is delivered again
+    # before it FAILS, and whether webhooks may go to loopback or private addresses (off: a tenant's
+    # webhook cannot reach the control plane's own network)
+    endpoint_max_request_retries: int = 2
+    endpoint_webhook_allow_private: bool = False
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -180,6 +185,7 @@ _URL = "url"
 _SEED = "seed"
 _RATE = "rate"
 _NAMES = "names"
+_WHOLE = "whole"
 
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "server": {
@@ -216,6 +222,10 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "suspect_after_s": ("agent_suspect_after_s", _POSITIVE),
         "lost_after_s": ("agent_lost_after_s", _POSITIVE),
     },
+    "endpoints": {
+        "max_request_retries": ("endpoint_max_request_retries", _WHOLE),
+        "webhook_allow_private": ("endpoint_webhook_allow_private", _BOOL),
+    },
 }
 SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
@@ -239,6 +249,10 @@ def _check(key: str, kind: str, value: Any, source: str) -> Any:
     if kind == _COUNT:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise bad(f"must be a whole number >= 1, got {value!r}")
+        return value
+    if kind == _WHOLE:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise bad(f"must be a whole number >= 0, got {value!r}")
         return value
     if kind == _PORT:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:

@@ -73,6 +73,28 @@ class TemplateSpec(BaseModel):
     imageName: Text | None = None
 
 
+class HandlerConfigSpec(BaseModel):
+    """RunPod's ``serverless.start`` options for a ``handler`` endpoint (the SDK's config keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    return_aggregate_stream: StrictBool = Field(
+        default=False, description="a streaming handler's output is the list of what it yielded"
+    )
+    refresh_worker: StrictBool = Field(default=False, description="restart the worker after each request")
+
+    def flags(self) -> list[str]:
+        """The worker process's command-line flags for these options."""
+        return [
+            flag
+            for flag, on in (
+                ("--return-aggregate-stream", self.return_aggregate_stream),
+                ("--refresh-worker", self.refresh_worker),
+            )
+            if on
+        ]
+
+
 class EndpointSpecFile(BaseModel):
     """One endpoint spec. ``null`` or a missing field means the default."""
 
@@ -97,6 +119,10 @@ class EndpointSpecFile(BaseModel):
     locations: str | list[str] | None = None
     handler: Annotated[StrictStr, Field(max_length=MAX_HANDLER_LENGTH)] | None = Field(
         default=None, description="module:function, run by a local worker (docs/formats/endpoint.md)"
+    )
+    handlerConfig: HandlerConfigSpec | None = Field(
+        default=None,
+        description="RunPod's start() options for the handler: return_aggregate_stream, refresh_worker",
     )
 
     @field_validator("locations", mode="before")
@@ -128,6 +154,16 @@ class EndpointSpecFile(BaseModel):
                 'write module:function, e.g. "my_service.handler:handle" (the module must be importable)',
             )
         return self.handler
+
+    def worker_fields(self) -> dict[str, Any]:
+        """The fields about how a worker runs (not part of the seed's normalized spec), as stored."""
+        if self.handlerConfig is not None and self.handler is None:
+            raise InvalidSpecError(
+                "handlerConfig", "applies to a handler endpoint only", 'set handler: "module:function"'
+            )
+        if self.handlerConfig is None:
+            return {}
+        return {"handlerConfig": self.handlerConfig.model_dump()}
 
     def _check_extra_fields(self) -> None:
         known = sorted(type(self).model_fields)

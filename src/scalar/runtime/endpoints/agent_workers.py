@@ -50,7 +50,7 @@ class AgentWorkerError(AgentError):
 # ---------------------------------------------------------------------------------------------- placing
 
 
-def worker_command(endpoint_id: str, worker_id: str, handler: str) -> list[str]:
+def worker_command(endpoint_id: str, worker_id: str, handler: str, flags: Sequence[str] = ()) -> list[str]:
     return [
         "sh",
         "-c",
@@ -62,6 +62,7 @@ def worker_command(endpoint_id: str, worker_id: str, handler: str) -> list[str]:
         worker_id,
         "--handler",
         handler,
+        *flags,
     ]
 
 
@@ -69,10 +70,12 @@ def new_worker_id() -> str:
     return f"wk-{uuid.uuid4().hex[:16]}"
 
 
-def worker_job_fields(endpoint_id: str, worker_id: str, handler: str) -> dict[str, Any]:
+def worker_job_fields(
+    endpoint_id: str, worker_id: str, handler: str, flags: Sequence[str] = ()
+) -> dict[str, Any]:
     """What a worker job run by an agent adds to the worker job's fields: its command and its credential."""
     return {
-        "command": worker_command(endpoint_id, worker_id, handler),
+        "command": worker_command(endpoint_id, worker_id, handler, flags),
         "env": {WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True}},
     }
 
@@ -231,8 +234,14 @@ class AgentWorkerService:
         delivery: int,
         output: Any,
         error: str | None,
+        *,
+        stream: Sequence[Any] = (),
+        final: bool = True,
+        stop_pod: bool = False,
     ) -> tuple[bool, str | None]:
-        """Record the handler's answer if the request is still this worker's at this delivery."""
+        """Record the handler's answer if the request is still this worker's at this delivery: with
+        ``final`` false, chunks a streaming handler yielded (``stream``); else the output or the error.
+        ``stop_pod`` (RunPod's ``refresh_worker``): the worker stops after this request, a fresh one starts."""
         now = self.clock()
         with self._store().write() as tx:
             worker = self._worker(tx, endpoint_id, worker_id, token)
@@ -250,14 +259,24 @@ class AgentWorkerService:
                 )
             if why is not None:
                 return False, f"ignored (fenced): {why}"
+            if not final:
+                repo.add_chunks(tx.conn, request_id, list(stream), now)
+                return True, None
             values: dict[str, Any] = {"finished_at": now}
             if error is None:
                 values.update(status=RequestStatus.COMPLETED.value, output=output, error=None)
             else:
-                values.update(status=RequestStatus.FAILED.value, error=error)
+                values.update(status=RequestStatus.FAILED.value, output=output, error=error)
             if not repo.update_request_if(tx.conn, request_id, RequestStatus.IN_PROGRESS.value, values):
                 return False, f"request {request_id} is no longer in progress"
-            repo.update_worker(tx.conn, worker_id, {"served": int(worker["served"] or 0) + 1})
+            changes: dict[str, Any] = {"served": int(worker["served"] or 0) + 1}
+            if stop_pod and WorkerState(worker["state"]).active:
+                check_worker_move(WorkerState(worker["state"]), WorkerState.STOPPING)
+                changes.update(
+                    state=WorkerState.STOPPING.value,
+                    reason=f"refresh_worker after request {request_id}: a fresh worker replaces it",
+                )
+            repo.update_worker(tx.conn, worker_id, changes)
         return True, None
 
     def failed(self, endpoint_id: str, worker_id: str, token: str, attempt: int, error: str) -> str:

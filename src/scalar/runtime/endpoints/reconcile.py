@@ -30,7 +30,7 @@ from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup, group_of_model
 from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
-from scalar.runtime.endpoints.records import spec_from_row
+from scalar.runtime.endpoints.records import handler_flags, spec_from_row
 from scalar.store import endpoints as repo
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class _Pass:
     scaling: list[dict[str, Any]] = field(default_factory=list)
     local_starts: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     agent_room: dict[str, int] | None = None  # free GPUs on agent nodes not claimed yet (agent_workers.py)
+    flags: list[str] = field(default_factory=list)  # the handler process's flags (handlerConfig)
 
 
 def worker_gpu_models(spec: ServerlessEndpoint) -> list[str]:
@@ -178,7 +179,21 @@ def _sync_worker(
     if job is not None and job_state in JOB_WAITING:
         cancel_worker_job(svc, w)
     svc.local.stop(w["id"])
+    never_ready = state is WorkerState.INITIALIZING and w["ready_at"] is None
     _move(p, w, WorkerState.LOST, stopped_at=now, reason=f"lost: {why}")
+    if never_ready and w["_on_agent"] and job_state not in JOB_WAITING:
+        # its process ended before it ever asked for a request: a start failure, backed off (no crash loop)
+        p.scaling.append(
+            {
+                "action": "hold",
+                "code": agent_workers.LOAD_FAILED,
+                "message": f"worker {w['id']} failed to start: {why} (no new worker for "
+                f"{svc.refusal_backoff_s:g} s)",
+                "workers_before": 0,
+                "workers_target": 0,
+                "data": {"worker_id": w["id"], "error": why},
+            }
+        )
 
 
 def _cuda(spec: ServerlessEndpoint) -> list[str] | None:
@@ -217,6 +232,41 @@ def _work_s(job_input: Any) -> float:
     return DEFAULT_WORK_S
 
 
+_TTL_ERROR = "the request outlived its policy.ttl: it expired before it finished"
+
+
+def _lost_values(svc: EndpointService, req: dict[str, Any], why: str, now: datetime) -> dict[str, Any]:
+    """A request whose worker died under it goes back to the queue, at most ``max_request_retries`` times;
+    then it FAILS with the reason (a request that crashes every worker it reaches cannot loop forever)."""
+    if req["retries"] >= svc.max_request_retries:
+        return {
+            "status": RequestStatus.FAILED.value,
+            "finished_at": now,
+            "error": f"{why}; not retried again: it was retried {req['retries']} time(s), the limit "
+            f"([endpoints] max_request_retries = {svc.max_request_retries})",
+        }
+    return {
+        "status": RequestStatus.IN_QUEUE.value,
+        "worker_id": None,
+        "started_at": None,
+        "run_until": None,
+        "retries": req["retries"] + 1,
+        "error": f"retrying: {why}",
+    }
+
+
+def _expire_queued(p: _Pass, queued: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Queued requests past their ``policy.ttl`` end TIMED_OUT; returns the others."""
+    keep: list[dict[str, Any]] = []
+    for req in queued:
+        if req.get("expires_at") is not None and req["expires_at"] <= now:
+            values = {"status": RequestStatus.TIMED_OUT.value, "finished_at": now, "error": _TTL_ERROR}
+            p.requests.append((req["id"], RequestStatus.IN_QUEUE.value, values))
+        else:
+            keep.append(req)
+    return keep
+
+
 def _finish_requests(
     svc: EndpointService,
     spec: ServerlessEndpoint,
@@ -228,34 +278,33 @@ def _finish_requests(
 ) -> set[str]:
     """Complete, fail, time out or requeue the running requests; returns the workers still busy."""
     busy: set[str] = set()
-    timeout_s = spec.execution_timeout_ms / 1000
     for req in running:
         worker = workers.get(req["worker_id"] or "")
         done = local_done.pop(req["id"], None)
+        lost_why: str | None = None
         if worker is None or not WorkerState(worker["state"]).active:
+            lost_why = f"worker {req['worker_id']} was lost during attempt {req['attempts']}" + (
+                f" ({worker['reason']})" if worker is not None and worker.get("reason") else ""
+            )
+        elif done is not None and done.lost:
+            lost_why = f"its handler process died during attempt {req['attempts']} ({done.error})"
+        if lost_why is not None:
             p.requests.append(
-                (
-                    req["id"],
-                    RequestStatus.IN_PROGRESS.value,
-                    {
-                        "status": RequestStatus.IN_QUEUE.value,
-                        "worker_id": None,
-                        "started_at": None,
-                        "run_until": None,
-                        "retries": req["retries"] + 1,
-                        "error": f"retrying: worker {req['worker_id']} was lost during attempt {req['attempts']}",
-                    },
-                )
+                (req["id"], RequestStatus.IN_PROGRESS.value, _lost_values(svc, req, lost_why, now))
             )
             continue
+        assert worker is not None
         finished_at: datetime | None = None
         values: dict[str, Any] = {}
+        timeout_ms = req.get("execution_timeout_ms") or spec.execution_timeout_ms
+        timeout_s = timeout_ms / 1000
+        expired = req.get("expires_at") is not None and req["expires_at"] <= now
         if done is not None:
             finished_at = now
             if done.error is None:
                 values = {"status": RequestStatus.COMPLETED.value, "output": done.output, "error": None}
             else:
-                values = {"status": RequestStatus.FAILED.value, "error": done.error}
+                values = {"status": RequestStatus.FAILED.value, "output": done.output, "error": done.error}
         elif req["run_until"] is not None and req["run_until"] <= now:
             finished_at = req["run_until"]
             group = GpuGroup(worker["gpu_group"]) if worker["gpu_group"] else spec.gpus[0]
@@ -265,12 +314,15 @@ def _finish_requests(
                 "output": _sim_output(req, group, service_s),
                 "error": None,
             }
-        elif timeout_s > 0 and req["started_at"] + timedelta(seconds=timeout_s) <= now:
+        elif expired or (timeout_s > 0 and req["started_at"] + timedelta(seconds=timeout_s) <= now):
             finished_at = now
-            values = {
-                "status": RequestStatus.TIMED_OUT.value,
-                "error": f"execution took longer than executionTimeoutMs {spec.execution_timeout_ms}",
-            }
+            source = (
+                f"policy.executionTimeout {timeout_ms}"
+                if req.get("execution_timeout_ms")
+                else f"executionTimeoutMs {spec.execution_timeout_ms}"
+            )
+            error = _TTL_ERROR if expired else f"execution took longer than {source}"
+            values = {"status": RequestStatus.TIMED_OUT.value, "error": error}
             svc.local.stop(worker["id"])
             if worker.get("_on_agent"):  # its process still runs the handler: stop the worker's job
                 cancel_worker_job(svc, worker)
@@ -416,7 +468,8 @@ def _start_workers(
         submit = fields
         if handler is not None and agent_workers.take_room(room, spec.gpu_count):
             agent_worker_id = agent_workers.new_worker_id()
-            submit = {**fields, **agent_workers.worker_job_fields(row["id"], agent_worker_id, handler)}
+            extra = agent_workers.worker_job_fields(row["id"], agent_worker_id, handler, p.flags)
+            submit = {**fields, **extra}
         try:
             job = svc.jobs.submit_job(submit)
         except Exception as exc:
@@ -459,7 +512,7 @@ def _tick_endpoint(
         worker_rows = repo.list_workers(tx.conn, endpoint_id, states=ACTIVE_STATES)
         running = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_PROGRESS.value)
         queued = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_QUEUE.value)
-    p = _Pass()
+    p = _Pass(flags=handler_flags(row))
     workers = {w["id"]: w for w in worker_rows}
     for w in worker_rows:
         _sync_worker(svc, spec, p, w, now)
@@ -471,6 +524,7 @@ def _tick_endpoint(
     ]
     for r in requeued:
         r.update(status="IN_QUEUE", retries=r["retries"] + 1)
+    queued = _expire_queued(p, queued, now)
     still_queued = sorted([*requeued, *queued], key=lambda r: (r["created_at"], r["id"]))
     rest = _dispatch(svc, row, p, workers, busy, still_queued, now)
     dispatched = len(still_queued) - len(rest)
@@ -504,7 +558,7 @@ def _write(
         for values in p.scaling:
             repo.record_scaling(tx.conn, endpoint_id, now, values)
     for worker_id, handler, job in started_local:
-        svc.local.start(worker_id, handler, job["id"], job)
+        svc.local.start(worker_id, handler, job["id"], job, p.flags)
 
 
 # ---------------------------------------------------------------------------------------------- views
