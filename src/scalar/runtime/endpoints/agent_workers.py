@@ -126,15 +126,14 @@ def take_room(room: dict[str, int], gpu_count: int) -> bool:
 
 
 def recent_load_failure(store: Store, endpoint_id: str, now: datetime, backoff_s: float) -> str | None:
-    """The message of a handler load failure less than ``backoff_s`` ago, if it is the endpoint's latest
-    scaling record: no new worker is started until then (no crash loop)."""
+    """The message of a worker start failure (its handler did not load, or its process ended before it
+    asked for a request) less than ``backoff_s`` ago: no new worker is started until then (no crash loop)."""
     with store.read() as tx:
-        latest = repo.list_scaling(tx.conn, endpoint_id, 1)
-    if not latest or latest[0]["code"] != LOAD_FAILED:
+        latest = repo.list_scaling(tx.conn, endpoint_id, 20)
+    failed = next((s for s in latest if s["code"] == LOAD_FAILED), None)
+    if failed is None or now >= failed["at"] + timedelta(seconds=backoff_s):
         return None
-    if now >= latest[0]["at"] + timedelta(seconds=backoff_s):
-        return None
-    return str(latest[0]["message"])
+    return str(failed["message"])
 
 
 # ---------------------------------------------------------------------------------------------- serving

@@ -456,8 +456,9 @@ def _start_workers(
     started = 0
     # A local endpoint's worker runs on a node agent when a READY agent-backed node has room for it.
     handler = row["handler"] if row["target"] == "local" else None
-    if handler is not None and agent_workers.recent_load_failure(
-        svc.store, row["id"], now, svc.refusal_backoff_s
+    failed_now = any(s["code"] == agent_workers.LOAD_FAILED for s in p.scaling)
+    if handler is not None and (
+        failed_now or agent_workers.recent_load_failure(svc.store, row["id"], now, svc.refusal_backoff_s)
     ):
         return 0  # its handler could not be loaded just now: wait before starting another worker
     room = {} if handler is None else p.agent_room
