@@ -246,11 +246,52 @@ def serve(client: WorkerClient, handler: Callable[[dict[str, Any]], Any], config
             return 0
 
 
+RUNPOD_PREFIX = "/agent/v1/runpod"
+"""Where the RunPod worker protocol is served (``scalar.api.routes_runpod_worker``)."""
+
+
+def runpod_env(controller: str, endpoint_id: str, worker_id: str, token: str, attempt: int) -> dict[str, str]:
+    """The variables an unmodified RunPod worker (``runpod.serverless.start``) reads, pointed at the
+    controller. The URLs already hold a query (the SDK appends ``&...``); ``$ID`` and ``$RUNPOD_POD_ID``
+    are the SDK's own placeholders."""
+    base = f"{controller.rstrip('/')}{RUNPOD_PREFIX}/{endpoint_id}"
+    query = f"?attempt={attempt}"
+    return {
+        "RUNPOD_WEBHOOK_GET_JOB": f"{base}/job-take/$ID{query}",
+        "RUNPOD_WEBHOOK_POST_OUTPUT": f"{base}/job-done/$RUNPOD_POD_ID/$ID{query}",
+        "RUNPOD_WEBHOOK_POST_STREAM": f"{base}/job-stream/$RUNPOD_POD_ID/$ID{query}",
+        "RUNPOD_WEBHOOK_PING": f"{base}/ping/$RUNPOD_POD_ID{query}",
+        "RUNPOD_AI_API_KEY": token,
+        "RUNPOD_POD_ID": worker_id,
+        "RUNPOD_ENDPOINT_ID": endpoint_id,
+    }
+
+
+def exec_runpod_worker(
+    command: list[str], controller: str, endpoint_id: str, worker_id: str, token: str, attempt: int
+) -> int:
+    """Replace this process with the RunPod worker ``command``, its environment completed with
+    :func:`runpod_env` (the process group, GPUs and everything else the agent set stay)."""
+    if not command:
+        log("error: --exec needs the worker's command after --")
+        return EXIT_BAD_ARGUMENTS
+    env = {**os.environ, **runpod_env(controller, endpoint_id, worker_id, token, attempt)}
+    log(f"RunPod worker {worker_id} of endpoint {endpoint_id}: {' '.join(command)}")
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        log(f"error: cannot run {command[0]!r}: {exc}")
+        return 127
+    return 0  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scalar-endpoint-worker", description=__doc__.splitlines()[0])
     p.add_argument("--endpoint", required=True)
     p.add_argument("--worker", required=True)
-    p.add_argument("--handler", required=True, help="module:function")
+    p.add_argument("--handler", help="module:function")
+    p.add_argument("--exec", dest="exec_command", action="store_true", help="run a RunPod worker: -- argv")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="with --exec: -- the worker's argv")
     p.add_argument("--controller", default=os.environ.get("SCALAR_CONTROLLER_URL"))
     p.add_argument("--return-aggregate-stream", action="store_true")
     p.add_argument("--refresh-worker", action="store_true")
@@ -264,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         attempt = int(os.environ.get("SCALAR_ATTEMPT") or 1)
     except ValueError:
         log("error: SCALAR_ATTEMPT is not a number")
+        return EXIT_BAD_ARGUMENTS
+    if args.exec_command:
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        return exec_runpod_worker(command, args.controller, args.endpoint, args.worker, token, attempt)
+    if not args.handler:
+        log("error: give --handler module:function (or --exec -- argv)")
         return EXIT_BAD_ARGUMENTS
     client = WorkerClient(args.controller, args.endpoint, args.worker, token, attempt)
     try:

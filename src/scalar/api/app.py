@@ -19,6 +19,8 @@ from scalar.api.routes_market import market_router
 from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
 from scalar.api.routes_runpod import runpod_router
+from scalar.api.routes_runpod_worker import runpod_worker_router
+from scalar.runtime.endpoints.agent_workers import AgentWorkerService
 from scalar.web.endpoints_page import endpoints_page_router
 from scalar.web.router import mount_dashboard, wants_html
 
@@ -65,6 +67,9 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         endpoints += ["/budgets"]
     if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
         app.include_router(agent_router(control_plane))
+        agents = control_plane.agents
+        worker_service = AgentWorkerService(agents.store, agents.clock, agents.secret_box)
+        app.include_router(runpod_worker_router(worker_service))  # RunPod's worker protocol
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))

@@ -149,6 +149,18 @@ def requests_in(
     return [_dict(r) for r in conn.execute(query)]
 
 
+def requests_of_worker(
+    conn: Connection, worker_id: str, statuses: Sequence[str], since: datetime
+) -> list[dict[str, Any]]:
+    """A worker's requests in one of ``statuses`` that finished at or after ``since``."""
+    query = select(endpoint_requests).where(
+        endpoint_requests.c.worker_id == worker_id,
+        endpoint_requests.c.status.in_(list(statuses)),
+        endpoint_requests.c.finished_at >= since,
+    )
+    return [_dict(r) for r in conn.execute(query)]
+
+
 def count_requests(conn: Connection, endpoint_id: str) -> dict[str, int]:
     """Requests by status, and ``retried``: how many requests were retried after losing their worker."""
     rows = conn.execute(

@@ -66,6 +66,45 @@ def worker_command(endpoint_id: str, worker_id: str, handler: str, flags: Sequen
     ]
 
 
+def runpod_worker_command(endpoint_id: str, worker_id: str, command: Sequence[str]) -> list[str]:
+    """A RunPod worker's job command: the launcher sets the ``RUNPOD_*`` variables from the agent's
+    ``SCALAR_CONTROLLER_URL``, the worker's token and the job's attempt, then execs ``command``."""
+    return [
+        "sh",
+        "-c",
+        _LAUNCH,
+        "scalar-runpod-worker",
+        "--endpoint",
+        endpoint_id,
+        "--worker",
+        worker_id,
+        "--exec",
+        "--",
+        *command,
+    ]
+
+
+def runpod_worker_job_fields(
+    endpoint_id: str,
+    worker_id: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    workdir: str | None,
+) -> dict[str, Any]:
+    """A RunPod worker's job: its command through the launcher, the spec's env (the job-env checks apply),
+    its workdir, and its credential (``RUNPOD_AI_API_KEY`` is this token)."""
+    fields: dict[str, Any] = {
+        "command": runpod_worker_command(endpoint_id, worker_id, command),
+        "env": {
+            **dict(env),
+            WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True},
+        },
+    }
+    if workdir:
+        fields["workdir"] = workdir
+    return fields
+
+
 def new_worker_id() -> str:
     return f"wk-{uuid.uuid4().hex[:16]}"
 
@@ -195,7 +234,14 @@ class AgentWorkerService:
         with self._store().read() as tx:
             self._worker(tx, endpoint_id, worker_id, token)
 
-    def take(self, endpoint_id: str, worker_id: str, token: str, attempt: int) -> dict[str, Any]:
+    def take(
+        self,
+        endpoint_id: str,
+        worker_id: str,
+        token: str,
+        attempt: int,
+        skip: frozenset[tuple[str, int]] = frozenset(),
+    ) -> dict[str, Any]:
         """One look for the worker: ``{stop, reason}``, ``{request}`` or ``{}`` (nothing yet). The first
         look once the worker's job runs marks it ready (the process loaded its handler before calling)."""
         store = self._store()
@@ -217,7 +263,7 @@ class AgentWorkerService:
                             {"ready_at": now, "reason": f"its handler is loaded on {again['node_id']}"},
                         )
             return {}
-        mine = [r for r in running if r["worker_id"] == worker_id]
+        mine = [r for r in running if r["worker_id"] == worker_id and (r["id"], r["attempts"]) not in skip]
         if not mine:
             return {}
         req = mine[0]
@@ -230,7 +276,7 @@ class AgentWorkerService:
         token: str,
         attempt: int,
         request_id: str,
-        delivery: int,
+        delivery: int | None,
         output: Any,
         error: str | None,
         *,
@@ -247,6 +293,8 @@ class AgentWorkerService:
             req = repo.get_request(tx.conn, request_id)
             if req is None or req["endpoint_id"] != endpoint_id:
                 return False, f"no request {request_id} on endpoint {endpoint_id}"
+            if delivery is None:  # RunPod's protocol names no delivery: the one the request is at
+                delivery = int(req["attempts"])
             ours = req["worker_id"] == worker_id and req["attempts"] == delivery
             if ours and RequestStatus(req["status"]).terminal:
                 return True, f"already recorded: {req['status']}"
@@ -277,6 +325,18 @@ class AgentWorkerService:
                 )
             repo.update_worker(tx.conn, worker_id, changes)
         return True, None
+
+    def stopped_requests(
+        self, endpoint_id: str, worker_id: str, token: str, attempt: int, since: datetime
+    ) -> list[str]:
+        """Requests delivered to this worker that were cancelled or timed out since ``since``: the ones
+        its process should stop (RunPod's ``job-stop``)."""
+        with self._store().read() as tx:
+            self._worker(tx, endpoint_id, worker_id, token)
+            rows = repo.requests_of_worker(
+                tx.conn, worker_id, [RequestStatus.CANCELLED.value, RequestStatus.TIMED_OUT.value], since
+            )
+        return [r["id"] for r in rows]
 
     def failed(self, endpoint_id: str, worker_id: str, token: str, attempt: int, error: str) -> str:
         """The handler could not be loaded: the worker is lost with the message; the endpoint's waiting

@@ -30,7 +30,7 @@ from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup, group_of_model
 from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
-from scalar.runtime.endpoints.records import handler_flags, spec_from_row
+from scalar.runtime.endpoints.records import handler_flags, spec_from_row, worker_command
 from scalar.store import endpoints as repo
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ def _sync_worker(
     if state is WorkerState.STOPPING:
         if job_state not in (*JOB_WAITING, "RUNNING"):
             _move(p, w, WorkerState.STOPPED, stopped_at=now)
+        elif str(w["reason"] or "").startswith("refresh_worker") and w["_on_agent"]:
+            cancel_worker_job(svc, w)  # a RunPod worker does not exit on its own after stopPod
         return
     if job is not None and job_state == "RUNNING":
         if state is WorkerState.PENDING:
@@ -360,7 +362,8 @@ def _dispatch(
         (w for w in workers.values() if w["state"] == WorkerState.IDLE.value),
         key=lambda w: (w["idle_since"] or now, w["id"]),
     )
-    handler = row["handler"] if row["target"] == "local" else None
+    real = row["target"] == "local"  # a handler or a worker command serves it (not the modeled time)
+    handler = row["handler"] if real else None
     rest = list(queued)
     while idle and rest:
         worker, req = idle.pop(0), rest.pop(0)
@@ -371,11 +374,11 @@ def _dispatch(
             "attempts": req["attempts"] + 1,
             "run_until": None,
         }
-        if handler is None:
+        if not real:
             group = GpuGroup(worker["gpu_group"]) if worker["gpu_group"] else GpuGroup.AMPERE_48
             service_s = service_time_s(group, svc.rng, _work_s(req["input"]))
             values["run_until"] = now + timedelta(seconds=service_s)
-        elif not worker.get("_on_agent"):  # an agent-run worker takes it with its next poll
+        elif handler is not None and not worker.get("_on_agent"):  # an agent-run worker takes it itself
             p.local_starts.append((worker["id"], handler, {"id": req["id"], "input": req["input"]}))
         p.requests.append((req["id"], RequestStatus.IN_QUEUE.value, values))
         _move(p, worker, WorkerState.BUSY)
@@ -456,8 +459,9 @@ def _start_workers(
     started = 0
     # A local endpoint's worker runs on a node agent when a READY agent-backed node has room for it.
     handler = row["handler"] if row["target"] == "local" else None
+    command = worker_command(row)  # a RunPod worker: always a job run by a node agent
     failed_now = any(s["code"] == agent_workers.LOAD_FAILED for s in p.scaling)
-    if handler is not None and (
+    if (handler is not None or command is not None) and (
         failed_now or agent_workers.recent_load_failure(svc.store, row["id"], now, svc.refusal_backoff_s)
     ):
         return 0  # its handler could not be loaded just now: wait before starting another worker
@@ -467,7 +471,13 @@ def _start_workers(
     for _ in range(decision.start):
         agent_worker_id = None
         submit = fields
-        if handler is not None and agent_workers.take_room(room, spec.gpu_count):
+        if command is not None:
+            agent_worker_id = agent_workers.new_worker_id()
+            extra = agent_workers.runpod_worker_job_fields(
+                row["id"], agent_worker_id, command, row["spec"].get("env") or {}, row["spec"].get("workdir")
+            )
+            submit = {**fields, **extra}
+        elif handler is not None and agent_workers.take_room(room, spec.gpu_count):
             agent_worker_id = agent_workers.new_worker_id()
             extra = agent_workers.worker_job_fields(row["id"], agent_worker_id, handler, p.flags)
             submit = {**fields, **extra}

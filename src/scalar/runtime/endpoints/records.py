@@ -14,7 +14,7 @@ UNHEALTHY_WINDOW_S = 600.0
 """A lost worker counts as unhealthy in ``/health`` for this long."""
 
 
-WORKER_FIELDS = ("handler", "handlerConfig")
+WORKER_FIELDS = ("handler", "handlerConfig", "command", "workdir", "env")
 """Stored spec fields about how a worker runs, beside the seed's normalized spec."""
 
 
@@ -23,6 +23,12 @@ def spec_from_row(row: dict[str, Any]) -> ServerlessEndpoint:
     for key in WORKER_FIELDS:
         data.pop(key, None)
     return EndpointSpecFile.model_validate(data).to_domain()
+
+
+def worker_command(row: dict[str, Any]) -> list[str] | None:
+    """A command endpoint's worker argv (a RunPod worker), or ``None``."""
+    command = row["spec"].get("command") if row["target"] == "local" else None
+    return None if not command else [str(a) for a in command]
 
 
 def handler_flags(row: dict[str, Any]) -> list[str]:

@@ -124,7 +124,7 @@ class EndpointService:
         """Validate and store a new endpoint of ``tenant``; ``InvalidSpecError`` naming the field if it is
         not valid. Names are unique among a tenant's active endpoints."""
         spec, handler = parse_spec(body)
-        target = _target(target, handler)
+        target = _target(target, handler, bool(spec.get("command")))
         now = self.clock()
         endpoint_id = new_id("ep", now)
         with self.store.write() as tx:
@@ -492,14 +492,20 @@ class EndpointService:
             log.exception("endpoint tick failed; retrying on the next pass")
 
 
-def _target(target: str | None, handler: str | None) -> str:
+def _target(target: str | None, handler: str | None, command: bool = False) -> str:
     if target is None:
-        return "local" if handler is not None else "builtin"
+        return "local" if handler is not None or command else "builtin"
     if target not in TARGETS:
         raise InvalidSpecError("target", f"{target!r} is not a target", f"use one of {', '.join(TARGETS)}")
-    if target == "local" and handler is None:
+    if target == "local" and handler is None and not command:
         raise InvalidSpecError(
-            "handler", "is required for target local", 'set handler to "module:function" in the spec'
+            "handler",
+            "is required for target local",
+            'set handler to "module:function", or command to a RunPod worker\'s argv, in the spec',
+        )
+    if target != "local" and command:
+        raise InvalidSpecError(
+            "command", f"runs on Scalar's own nodes, not target {target}", "use target local"
         )
     return target
 
