@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from scalar.wire.jobs import ProblemDetails
+from scalar.wire.jobs import FieldProblem
 
 MAX_ID_LENGTH = 64
 """Endpoint, request and worker ids are at most this long (the store's id columns)."""
@@ -109,9 +109,16 @@ class RunRequest(BaseModel):
     s3Config: dict[str, str] | None = Field(None, max_length=16, description="accepted and ignored")
 
 
-class RunPodProblem(ProblemDetails):
-    """An error of the ``/v2`` data plane: a problem document that also carries RunPod's ``error``."""
+class RunPodProblem(BaseModel):
+    """An error of the ``/v2`` data plane: a problem document that also carries RunPod's ``error``, and no
+    ``status`` member (on ``/v2`` a ``status`` is a job's; RunPod's clients read it as one). The HTTP
+    status is the response's own."""
 
+    type: str = Field(description="a URI naming the kind of problem, e.g. urn:scalar:problem:invalid-request")
+    title: str
+    detail: str
+    instance: str | None = None
+    errors: list[FieldProblem] = Field(default_factory=list)
     error: str = Field(description="the detail, under the key RunPod clients read")
 
 
