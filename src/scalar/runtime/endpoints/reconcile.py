@@ -26,7 +26,7 @@ from scalar.domain.endpoint_scaling import (
     decide_scale,
     service_time_s,
 )
-from scalar.domain.endpoints import ServerlessEndpoint
+from scalar.domain.endpoints import ServerlessEndpoint, fleet_cuda_versions
 from scalar.domain.gpus import GpuGroup, group_of_model
 from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
@@ -199,7 +199,8 @@ def _sync_worker(
 
 
 def _cuda(spec: ServerlessEndpoint) -> list[str] | None:
-    return [v.value for v in spec.cuda_versions] if spec.cuda_versions else None
+    """The worker job's CUDA versions: at or above the spec's lowest, on Scalar's own fleet."""
+    return [v.value for v in fleet_cuda_versions(spec.cuda_versions)] or None
 
 
 def _move_to_agents(
@@ -450,7 +451,7 @@ def _start_workers(
         "tier": "FAST",
         "gpu_count": spec.gpu_count,
         "gpu_models": worker_gpu_models(spec),  # the spec's groups, in its preference order
-        **({"cuda_versions": [v.value for v in spec.cuda_versions]} if spec.cuda_versions else {}),
+        **({"cuda_versions": cuda} if (cuda := _cuda(spec)) else {}),
         "expected_duration_sec": svc.worker_duration_s,
         "name": f"{spec.name}-worker",
         "endpoint_id": row["id"],
