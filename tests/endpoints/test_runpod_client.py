@@ -269,3 +269,31 @@ def test_a_webhook_to_a_private_address_is_refused_unless_allowed(
                 assert refused.status_code == 422, refused.text
                 error = refused.json()["errors"][0]
                 assert error["field"] == "webhook" and "webhook_allow_private" in error["problem"]
+
+
+def test_an_unchanged_client_moves_by_its_environment_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/endpoints.md, "Coming from RunPod", step 3: only RUNPOD_ENDPOINT_BASE_URL and the key change."""
+    import subprocess
+    import sys
+
+    db_url = f"sqlite:///{tmp_path / 'rp.db'}"
+    with runpod_side(db_url, tmp_path, monkeypatch) as side:
+        eid = side.handler_endpoint("moved", "plain", workersMax=1)
+        side.wait_ready(eid)
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),  # no ~/.runpod credentials file: the key comes from the environment
+            "RUNPOD_API_KEY": side.token,
+            "RUNPOD_ENDPOINT_BASE_URL": f"{side.url}/v2",
+        }
+        client = Path(__file__).parent / "runpod_workers" / "client.py"
+        with driving_in_background(side.cp, side.clock):
+            done = subprocess.run(
+                [sys.executable, str(client), eid], env=env, capture_output=True, text=True, timeout=180
+            )
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer["run_sync"]["echo"] == {"mode": "echo", "x": 5}
+        assert answer["output"]["echo"]["x"] == 6 and answer["status"] == "COMPLETED"

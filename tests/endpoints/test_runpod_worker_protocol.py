@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
+from typer.testing import CliRunner
 
+from scalar.cli.main import app
 from tests.agent.harness import Controller, agent, controller, kill_tree_of, wait_until
 
 WORKER = Path(__file__).parent / "runpod_workers" / "worker.py"
@@ -66,7 +69,17 @@ def test_an_unmodified_runpod_worker_serves_sync_error_and_streaming_requests(
         node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
         try:
             wait_until(c.agents, 30, "registration")
-            eid = deploy(c, worker_spec("rp-sync", "sync", tmp_path))
+            # deployed as a RunPod user would: a spec file and `scalar endpoint deploy`
+            spec_path = tmp_path / "spec.yaml"
+            spec_path.write_text(yaml.safe_dump(worker_spec("rp-sync", "sync", tmp_path)))
+            deployed = CliRunner().invoke(
+                app, ["endpoint", "deploy", str(spec_path), "--server", c.url, "--json"]
+            )
+            assert deployed.exit_code == 0, deployed.output
+            eid = json.loads(deployed.stdout)["id"]
+            view = c.http.get(f"/endpoints/{eid}").json()
+            assert view["target"] == "local" and view["spec"]["env"] == {**SKIP_CHECKS, "WORKER_KIND": "sync"}
+            assert view["spec"]["command"][0] == sys.executable and view["spec"]["workdir"] == str(tmp_path)
             gid = deploy(c, worker_spec("rp-gen", "gen", tmp_path))
             ok = finished(c, eid, run(c, eid, {"x": 7}), 90)
             assert ok["status"] == "COMPLETED", ok
