@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -158,6 +159,103 @@ def test_the_worker_routes_take_only_the_workers_own_raw_key(sqlite_url: str, tm
                 assert idle.status_code == 204 and time.monotonic() - started <= 25
                 other = raw.get(f"{base}/ping/wk-someone-else?attempt=1", headers={"Authorization": key})
                 assert other.status_code == 404
+        finally:
+            node.stop()
+            kill_tree_of(tmp_path / "a")
+
+
+def test_the_worker_protocol_over_raw_http_take_batch_abandoned_poll_done_stream_and_stop(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """The test plays the worker (its job runs a process that never calls), with the worker's own key."""
+    with controller(sqlite_url, tmp_path) as c:
+        node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
+        try:
+            wait_until(c.agents, 30, "registration")
+            spec = worker_spec("rp-raw", "sync", tmp_path)
+            spec["command"] = [sys.executable, "-c", "import time; time.sleep(600)"]
+            eid = deploy(c, spec)
+
+            def started() -> dict[str, Any] | None:
+                found = [
+                    w for w in c.http.get(f"/endpoints/{eid}").json()["workers"] if w["state"] != "pending"
+                ]
+                return found[0] if found else None
+
+            worker = wait_until(started, 30, "the worker's job running")
+            key = c.plane.agents.secret_box().open(
+                c.plane.get_job(worker["job_id"])["env"]["SCALAR_WORKER_TOKEN"]
+            )
+            base = f"{c.url}/agent/v1/runpod/{eid}"
+            wid = worker["id"]
+            auth = {"Authorization": key}
+            with httpx.Client(timeout=30, headers=auth) as raw:
+                assert (
+                    raw.get(f"{base}/ping/{wid}?attempt=1&job_id=&runpod_version=1.12.0").status_code == 200
+                )
+                wait_until(
+                    lambda: c.http.get(f"/endpoints/{eid}").json()["workers"][0]["state"] == "idle",
+                    30,
+                    "ready",
+                )
+                # an abandoned poll hands nothing out: the request waits for the next poll
+                with pytest.raises(httpx.ReadTimeout):
+                    raw.get(f"{base}/job-take/{wid}?attempt=1&job_in_progress=0", timeout=0.5)
+                rid = run(c, eid, {"x": 3})
+                wait_until(
+                    lambda: c.http.get(f"/v2/{eid}/status/{rid}").json()["status"] == "IN_PROGRESS",
+                    30,
+                    "delivery",
+                )
+                time.sleep(1.0)  # the abandoned poll's loop has seen the request by now, and the hang-up
+                # job_in_progress=1 skips requests handed out before: it comes, so the abandoned poll handed out nothing
+                batch = raw.get(f"{base}/job-take-batch/{wid}?attempt=1&batch_size=4&job_in_progress=1")
+                assert batch.status_code == 200 and batch.json() == [{"id": rid, "input": {"x": 3}}]
+                # a worker that says it has nothing in progress gets its unfinished request again
+                again = raw.get(f"{base}/job-take/{wid}?attempt=1&job_in_progress=0")
+                assert again.status_code == 200 and again.json()["id"] == rid
+                # a chunk, then the result: output and error together (FAILED, the output kept)
+                form = {"Content-Type": "application/x-www-form-urlencoded", "X-Request-ID": rid}
+                chunk = raw.post(
+                    f"{base}/job-stream/{wid}/{rid}?attempt=1&isStream=false",
+                    content=json.dumps({"output": "part-1"}),
+                    headers=form,
+                )
+                assert chunk.status_code == 200 and chunk.json()["accepted"], chunk.text
+                assert c.http.get(f"/v2/{eid}/stream/{rid}").json()["stream"] == [{"output": "part-1"}]
+                assert c.http.get(f"/v2/{eid}/stream/{rid}").json()["stream"] == []  # each chunk once
+                wrong = raw.post(
+                    f"{base}/job-done/{wid}/{rid}?attempt=1&isStream=false",
+                    content="{}",
+                    headers={**form, "X-Request-ID": "req-other"},
+                )
+                assert wrong.status_code == 422 and wrong.json()["errors"][0]["field"] == "X-Request-ID"
+                done = raw.post(
+                    f"{base}/job-done/{wid}/{rid}?attempt=1&isStream=false",
+                    content=json.dumps({"output": {"partial": 1}, "error": "half done"}),
+                    headers=form,
+                )
+                assert done.status_code == 200 and done.json()["accepted"], done.text
+                body = c.http.get(f"/v2/{eid}/status/{rid}").json()
+                assert body["status"] == "FAILED" and body["error"] == "half done"
+                # a stale attempt is fenced
+                late = raw.post(
+                    f"{base}/job-done/{wid}/{rid}?attempt=2&isStream=false",
+                    content=json.dumps({"output": 1}),
+                    headers=form,
+                )
+                assert late.status_code == 200 and late.json()["accepted"] is True  # already recorded
+                # a cancelled request reaches the worker's stop channel once
+                rid2 = run(c, eid, {"x": 4})
+                wait_until(
+                    lambda: c.http.get(f"/v2/{eid}/status/{rid2}").json()["status"] == "IN_PROGRESS",
+                    30,
+                    "delivery",
+                )
+                assert raw.get(f"{base}/job-take/{wid}?attempt=1&job_in_progress=0").json()["id"] == rid2
+                c.http.post(f"/v2/{eid}/cancel/{rid2}")
+                stop = raw.get(f"{base}/job-stop/{wid}?attempt=1")
+                assert stop.status_code == 200 and stop.json() == {"jobsToStop": [rid2]}
         finally:
             node.stop()
             kill_tree_of(tmp_path / "a")
