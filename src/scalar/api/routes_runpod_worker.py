@@ -49,7 +49,8 @@ RUNPOD_WORKER_PREFIX = "/agent/v1/runpod/{endpoint_id}"
 TAKE_WAIT_S = 20.0
 STOP_WAIT_S = 20.0
 POLL_EVERY_S = 0.2
-STOP_WINDOW_S = 600.0  # a cancellation older than this is not signalled any more
+STOP_WINDOW_S = 600.0
+MAX_WORKERS_REMEMBERED = 10_000  # a cancellation older than this is not signalled any more
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {**_PROBLEM, "description": "not this worker's key"},
@@ -103,10 +104,18 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
     handed: dict[str, set[tuple[str, int]]] = {}  # per worker: (request, delivery) handed out
     signalled: dict[str, set[str]] = {}  # per worker: requests already sent on job-stop
 
+    def forget_old() -> None:
+        """Bounded memory: past ``MAX_WORKERS_REMEMBERED`` workers, start over (a worker then gets an
+        unfinished request again on a ``job_in_progress=1`` poll, and a stop signal once more)."""
+        for memory in (handed, signalled):
+            if len(memory) > MAX_WORKERS_REMEMBERED:
+                memory.clear()
+
     async def take(
         request: Request, endpoint_id: str, worker_id: str, token: str, attempt: int, in_progress: bool
     ) -> dict[str, Any] | None:
         deadline = time.monotonic() + TAKE_WAIT_S
+        forget_old()
         mine = handed.setdefault(worker_id, set())
         while True:
             skip = frozenset(mine) if in_progress else frozenset()
@@ -298,6 +307,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         token: str = Depends(_key),
     ) -> Any:
         deadline = time.monotonic() + STOP_WAIT_S
+        forget_old()
         sent = signalled.setdefault(worker_id, set())
         while True:
             since = workers.clock() - timedelta(seconds=STOP_WINDOW_S)

@@ -240,14 +240,19 @@ def claim_webhook(
 # ---------------------------------------------------------------------------------------------- streams
 
 
-def add_chunks(conn: Connection, request_id: str, outputs: Sequence[Any], at: datetime) -> int:
-    """Append what a streaming handler yielded, in order; returns the number of chunks now stored."""
+def add_chunks(
+    conn: Connection, request_id: str, outputs: Sequence[Any], at: datetime, limit: int | None = None
+) -> int:
+    """Append what a streaming handler yielded, in order; returns the number of chunks now stored, or -1
+    (nothing stored) when that would pass ``limit``."""
     last = conn.execute(
         select(func.max(endpoint_stream_chunks.c.seq)).where(
             endpoint_stream_chunks.c.request_id == request_id
         )
     ).scalar_one()
     seq = -1 if last is None else int(last)
+    if limit is not None and seq + 1 + len(outputs) > limit:
+        return -1
     for output in outputs:
         seq += 1
         conn.execute(

@@ -30,6 +30,7 @@ from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState, check_worker_move
 from scalar.domain.packing_model import cuda_major_minor
 from scalar.runtime.agents import AgentError
+from scalar.runtime.endpoints.records import MAX_STREAM_CHUNKS
 from scalar.runtime.secrets import SecretBox, SecretError, is_sealed
 from scalar.store import Store
 from scalar.store import agents as agents_repo
@@ -307,7 +308,8 @@ class AgentWorkerService:
             if why is not None:
                 return False, f"ignored (fenced): {why}"
             if not final:
-                repo.add_chunks(tx.conn, request_id, list(stream), now)
+                if repo.add_chunks(tx.conn, request_id, list(stream), now, MAX_STREAM_CHUNKS) < 0:
+                    return False, f"the stream of {request_id} holds {MAX_STREAM_CHUNKS} chunks already"
                 return True, None
             values: dict[str, Any] = {"finished_at": now}
             if error is None:

@@ -10,6 +10,8 @@ from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.wire.endpoints import EndpointSpecFile, HandlerConfigSpec
 
 TARGETS = ("builtin", "local", "runpod")
+MAX_STREAM_CHUNKS = 10_000
+"""A request's stream holds at most this many chunks; a handler yielding more has the rest refused."""
 UNHEALTHY_WINDOW_S = 600.0
 """A lost worker counts as unhealthy in ``/health`` for this long."""
 

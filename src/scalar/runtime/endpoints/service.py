@@ -26,6 +26,7 @@ from scalar.runtime.endpoints import reconcile
 from scalar.runtime.endpoints.agent_workers import LOAD_FAILED
 from scalar.runtime.endpoints.local_workers import LocalWorkers
 from scalar.runtime.endpoints.records import (
+    MAX_STREAM_CHUNKS,
     TARGETS,
     health_counts,
     iso,
@@ -407,7 +408,7 @@ class EndpointService:
         with self.store.write() as tx:
             row = repo.get_request(tx.conn, request_id)
             if row is not None and row["status"] == RequestStatus.IN_PROGRESS.value:
-                repo.add_chunks(tx.conn, request_id, outputs, self.clock())
+                repo.add_chunks(tx.conn, request_id, outputs, self.clock(), MAX_STREAM_CHUNKS)
 
     def stream(self, endpoint_id: str, request_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """RunPod's ``stream``: the request's status and the chunks not returned before, each once
