@@ -12,6 +12,11 @@ assignment, with the GPUs the packer chose in ``CUDA_VISIBLE_DEVICES``. That pro
 - ``failed``: the handler could not be loaded: the worker is lost with that message, and the endpoint's
   waiting requests fail with it (as a controller-run worker's requests do).
 
+A RunPod worker (an endpoint spec's ``command``, ``runpod_worker_job_fields``) is such a job too: the
+launcher (``endpoint_worker --exec``) sets its ``RUNPOD_*`` variables and execs it, and its calls arrive
+through RunPod's worker protocol (``scalar.api.routes_runpod_worker``), mapped onto the same ``take``,
+``result`` (with ``stream`` chunks and ``stop_pod``) and ``stopped_requests``.
+
 The request path is the endpoint tick's, unchanged: a request on a worker whose job ends (process killed,
 node lost) goes back to the queue and is delivered again; ``executionTimeoutMs`` times it out.
 The credential: a random token in the worker job's env as a *secret* value (sealed in the store, opened only
