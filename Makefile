@@ -34,6 +34,7 @@ sysdeps:
 	@missing=""; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing (Debian packages)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

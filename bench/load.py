@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,6 @@ from sqlalchemy import func, select
 
 from bench.report import replace_section
 from scalar.api.app import create_app
-from scalar.domain import routing
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
 from scalar.runtime import ControlPlane, load_settings
@@ -226,7 +225,7 @@ def check_invariants(plane: ControlPlane, db_url: str, results: Results) -> list
 
 
 def run(
-    clients: int, requests: int, seconds: float, database_url: str | None = None
+    clients: int, requests: int, seconds: float, database_url: str | None = None, routing_memo: bool = True
 ) -> tuple[Results, list[str]]:
     with tempfile.TemporaryDirectory(prefix="scalar-load-") as tmp:
         db_url = database_url or f"sqlite:///{tmp}/scalar.db"
@@ -241,6 +240,7 @@ def run(
             },
             {},
         )
+        settings = replace(settings, controller=replace(settings.controller, routing_memo=routing_memo))
         plane = ControlPlane(settings)
         plane.start()
         try:
@@ -364,11 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         args.clients, args.requests, args.seconds = 8, 300, 20.0
     before: tuple[Results, list[str]] | None = None
     if args.compare:
-        routing._STRAIGHTFORWARD = True
-        try:
-            before = run(args.clients, args.requests, args.seconds, args.database_url)
-        finally:
-            routing._STRAIGHTFORWARD = False
+        before = run(args.clients, args.requests, args.seconds, args.database_url, routing_memo=False)
     results, problems = run(args.clients, args.requests, args.seconds, args.database_url)
     text = section(results, problems, args.clients, args.requests, args.seconds, before)
     print(text)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import pytest
 import uvicorn
 
 from scalar.api.app import create_app
@@ -29,6 +30,29 @@ from scalar.runtime import ControlPlane, load_settings
 from tests.api.live_server import serve
 
 T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[2]
+# The agent and endpoint tests run jobs as the test's own user, without a sandbox, and let jobs import this
+# checkout (endpoint workers load tests.endpoints.handlers): the flags' environment variables, set for every
+# agent these tests start (directly, or through the bootstrap script or a pod) by the autouse fixture of
+# tests/agent/conftest.py and tests/endpoints/conftest.py. tests/security turns isolation on with flags.
+SAME_USER_ENV = {
+    "SCALAR_AGENT_JOB_USER": "same-user",
+    "SCALAR_AGENT_SANDBOX": "none",
+    "SCALAR_AGENT_PASS_ENV": "PYTHONPATH",
+    "PYTHONPATH": os.pathsep.join(
+        dict.fromkeys(
+            [str(ROOT / "src"), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+        )
+    ),
+}
+
+
+@pytest.fixture
+def same_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SAME_USER_ENV.items():
+        monkeypatch.setenv(name, value)
+
 
 AGENT_SETTINGS: dict[str, Any] = {
     "tick_s": 0.2,

@@ -98,8 +98,12 @@ class FakeControlPlane:
         job = self.jobs.get(job_id)
         return None if job is None else dict(job)
 
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
         jobs = [j for j in self.jobs.values() if state is None or j["state"] == state]
+        if newest_first:
+            jobs.reverse()
         return [dict(j) for j in jobs[offset : offset + limit]]
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:

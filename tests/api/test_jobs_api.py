@@ -257,3 +257,20 @@ def test_openapi_documents_the_endpoints_and_problem_details(client: httpx.Clien
 
 def test_the_wire_job_states_are_the_engines() -> None:
     assert set(JOB_STATES) == {s.value for s in JobState}
+
+
+def test_jobs_list_newest_first_on_request(client: httpx.Client) -> None:
+    ids = [
+        client.post("/jobs", json={"tier": "FAST", "gpu_count": 1, "name": f"n{i}"}).json()["id"]
+        for i in range(3)
+    ]
+    oldest = client.get("/jobs").json()
+    newest = client.get("/jobs", params={"order": "newest"}).json()
+    assert [j["id"] for j in oldest["jobs"]] == ids and oldest["order"] == "oldest"
+    assert [j["id"] for j in newest["jobs"]] == ids[::-1] and newest["order"] == "newest"
+    assert [j["id"] for j in client.get("/jobs", params={"order": "newest", "limit": 1}).json()["jobs"]] == [
+        ids[-1]
+    ]
+    bad = client.get("/jobs", params={"order": "random"})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "order"
+    assert "oldest" in bad.json()["errors"][0]["fix"]

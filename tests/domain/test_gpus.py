@@ -10,21 +10,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.gpu_selection import (
+    fit_gpu_groups_for_model,
+    rank_gpu_groups_for_budget,
+    select_gpu_for_budget,
+    select_gpu_for_model_size,
+)
 from scalar.domain.gpus import (
     Architecture,
     CudaVersion,
     GpuGroup,
     cuda_incompatibility,
     find_model,
-    fit_gpu_groups_for_model,
     format_cuda_versions,
     format_gpu_ids,
     group_of_model,
     parse_cuda_versions,
     parse_gpu_ids,
-    rank_gpu_groups_for_budget,
-    select_gpu_for_budget,
-    select_gpu_for_model_size,
     usable_cuda_versions,
 )
 
@@ -65,7 +67,7 @@ def test_all_lists_every_group_once_with_ampere_48_first() -> None:
 def test_groups_hold_the_models_of_the_runpod_sample() -> None:
     assert {g.value for g in SPECIFIC} == set(SAMPLE_GROUP_MODELS)
     for group in SPECIFIC:
-        assert [m.runpod_id for m in group.models] == SAMPLE_GROUP_MODELS[group.value]
+        assert [m.runpod_id for m in group.gpu_types] == SAMPLE_GROUP_MODELS[group.value]
 
 
 @pytest.mark.parametrize("group", SPECIFIC, ids=str)
@@ -73,7 +75,7 @@ def test_group_memory_is_the_number_in_its_name_and_every_model_has_it(group: Gp
     match = re.search(r"_(\d+)", group.value)
     assert match is not None
     assert group.memory_gb == int(match.group(1))
-    assert all(m.memory_gb >= group.memory_gb for m in group.models)
+    assert all(m.memory_gb >= group.memory_gb for m in group.gpu_types)
 
 
 def test_canonical_model_names_are_the_price_catalogs_names() -> None:

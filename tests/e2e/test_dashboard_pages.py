@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from tests.e2e.browser import submit, wait_until
 from tests.e2e.conftest import BrowserPage, Dashboard
@@ -157,6 +158,38 @@ def test_a_new_job_appears_and_its_explanation_opens(browser_page: BrowserPage, 
     assert "submitted" in page.locator("#story").inner_text()
     assert explain["job_id"] == job_id
     browser_page.shot("explanation")
+
+
+def test_the_jobs_page_lists_the_newest_first_and_filters_by_state(
+    browser_page: BrowserPage, dashboard: Dashboard
+) -> None:
+    ids = []
+    for i in range(3):  # job ids carry the submission second: one second apart, their order is known
+        if ids:
+            time.sleep(1.05)
+        ids.append(submit(dashboard.client, {**JOB, "name": f"e2e-order-{i}", "gpu_count": 1}))
+    cancelled = dashboard.client.delete(f"/jobs/{ids[1]}")
+    assert cancelled.status_code == 202, cancelled.text
+    wait_until(
+        lambda: dashboard.client.get(f"/jobs/{ids[1]}").json()["state"] == "CANCELLED",
+        what=f"job {ids[1]} CANCELLED",
+    )
+    page = browser_page.open("/ui/jobs")
+    page.wait_for_selector(f"tr[data-job-id='{ids[-1]}']")
+    shown = page.locator("#jobs-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.jobId)")
+    assert shown == sorted(shown, reverse=True), "newest first (ids sort by submission time)"
+    assert [shown.index(i) for i in reversed(ids)] == sorted(shown.index(i) for i in ids)
+    assert "Newest first" in page.locator("#jobs-table caption").inner_text()
+    browser_page.shot("jobs-newest-first")
+
+    page.click("nav.filters a[href$='state=CANCELLED']")
+    page.wait_for_url(re.compile(r"state=CANCELLED"))
+    page.wait_for_selector(f"tr[data-job-id='{ids[1]}']")
+    states = page.locator("#jobs-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.state)")
+    assert set(states) == {"CANCELLED"}
+    assert page.locator(f"tr[data-job-id='{ids[0]}']").count() == 0
+    assert page.locator("nav.filters a[aria-current='page']").inner_text().lower() == "cancelled"
+    browser_page.shot("jobs-cancelled")
 
 
 def test_empty_states_and_unknown_job_read_well(browser_page: BrowserPage, dashboard: Dashboard) -> None:

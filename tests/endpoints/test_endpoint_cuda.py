@@ -36,7 +36,7 @@ def test_workers_run_on_nodes_of_an_allowed_cuda_version_and_wait_when_none_is(
         [running] = [j for j in worker_jobs(plane, ok_id) if j["state"] == "RUNNING"]
         assert running["cuda_versions"][:2] == ["12.4", "12.5"] and "13.0" in running["cuda_versions"]
         assert client.get(f"/endpoints/{ok_id}").json()["spec"]["cudaVersions"] == ["12.4", "12.8"]
-        assert running["gpu_models"][0] == "RTX6000-Ada"  # the spec's first group first
+        assert running["gpu_models"][0] == "RTX6000Ada"  # the spec's first group first
         node_id = running["placements"][0]["node_id"]
         [node] = [n for n in client.get("/nodes").json()["nodes"] if n["node_id"] == node_id]
         assert node["cuda_version"] == "12.8"

@@ -63,7 +63,7 @@ def test_deploy_serve_a_burst_scale_up_and_back_to_zero(db_url: str, tmp_path: P
         drive_until(plane, clock, lambda: all(j["state"] != "RUNNING" for j in worker_jobs()))
         jobs = worker_jobs()
         assert len(jobs) >= 2 and all(j["state"] == "CANCELLED" for j in jobs)
-        assert jobs[0]["gpu_models"][0] == "RTX6000-Ada"  # ADA_48_PRO first: the spec's preference order
+        assert jobs[0]["gpu_models"][0] == "RTX6000Ada"  # ADA_48_PRO first: the spec's preference order
         logs = client.get(f"/endpoints/{eid}/logs").json()["lines"]
         assert any(line["kind"] == "scaling" for line in logs)
 

@@ -1,7 +1,7 @@
 """The autoscaler's fast routing path decides exactly what the straightforward one does.
 
 ``route_demand`` memoizes each group's structural verdict per demand shape (``routing._ShapeVerdicts``);
-``routing._STRAIGHTFORWARD`` turns the memo off. On random groups and demand (the routing property
+``memo=False`` (``ControllerConfig.routing_memo``) turns the memo off. On random groups and demand (the routing property
 tests' strategies, with shapes repeated so the memo is hit) and on random controller runs (several
 offers, many pending jobs of a few shapes, some bought capacity arriving), both paths must give the
 same routing decision, the same actions, and the same reasons on every job.
@@ -9,30 +9,17 @@ same routing decision, the same actions, and the same reasons on every job.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalar.domain import routing
 from scalar.domain.routing import route_demand
 from scalar.domain.routing_model import DemandEntry, ResourceSpec, ScaleGroup
 from scalar.engine import BuyCapacity, Controller, ControllerConfig, action_to_dict
 from tests.domain.test_routing_properties import NOW, demand, scale_groups
 from tests.engine.builders import at, filled, market, prime_offer, ready, sf_offer, spec, submit, tick
-
-
-@contextmanager
-def straightforward() -> Iterator[None]:
-    before = routing._STRAIGHTFORWARD
-    routing._STRAIGHTFORWARD = True
-    try:
-        yield
-    finally:
-        routing._STRAIGHTFORWARD = before
 
 
 def _scaled(r: ResourceSpec, k: int) -> ResourceSpec:
@@ -62,14 +49,13 @@ def test_route_demand_memo_matches_the_straightforward_path(
         for e in entries
     ]
     fast = route_demand(groups, many, NOW)
-    with straightforward():
-        slow = route_demand(groups, many, NOW)
+    slow = route_demand(groups, many, NOW, memo=False)
     assert fast == slow
 
 
-def _run(job_args: list[tuple[int, str, float, int]], arrive: bool) -> list[Any]:
+def _run(job_args: list[tuple[int, str, float, int]], arrive: bool, memo: bool = True) -> list[Any]:
     """A short controller run; returns every action and every job's reasons, in order."""
-    c = Controller(ControllerConfig())
+    c = Controller(ControllerConfig(routing_memo=memo))
     out: list[Any] = []
     out += c.step(at(0), [market(sf_offer("2.00"), prime_offer("2.50", gpus=2), prime_offer("2.20", gpus=8))])
     specs = [
@@ -112,6 +98,5 @@ def test_controller_actions_match_the_straightforward_path(
     job_args: list[tuple[int, str, float, int]], arrive: bool
 ) -> None:
     fast = _run(job_args, arrive)
-    with straightforward():
-        slow = _run(job_args, arrive)
+    slow = _run(job_args, arrive, memo=False)
     assert fast == slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 from scalar.domain.market import NodeState
 from scalar.domain.tier import Tier
 from scalar.engine import Controller, ControllerConfig, ReleaseBlock, ScaleGroupConfig
+from scalar.engine.lifecycle import JobState
 from tests.engine.builders import (
     at,
     buys,
@@ -13,9 +14,11 @@ from tests.engine.builders import (
     job_done,
     market,
     only,
+    prime_offer,
     ready,
     sf_offer,
     spec,
+    started,
     starts,
     submit,
     tick,
@@ -87,3 +90,53 @@ def test_idle_release_never_goes_below_min_slices() -> None:
     assert only(c.step(at(800 + 20 * IDLE), [tick()]), ReleaseBlock) == []
     kept = [e for e in c.story(live[0].block_id) if e.reason.code == "kept_for_min_slices"]
     assert len(kept) == 1
+
+
+def _prime_node_done_at(c: Controller, done_s: int) -> None:
+    """A 2-GPU Prime pod bought at 0, READY at 300 s (5 minutes from purchase), its job done at ``done_s``."""
+    [buy] = buys(c.step(at(0), [market(prime_offer("2.50"), book=None), *submit(spec("j", 2, duration=600))]))
+    c.step(at(30), [filled(buy, at(30))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))
+    c.step(at(301), [started("j", "blk-1-n0")])
+    c.step(at(done_s), [job_done("blk-1-n0", "j", at(done_s))])
+    assert c.state.jobs["j"].state is JobState.SUCCEEDED
+
+
+def test_an_hourly_node_nobody_is_expected_to_need_goes_after_a_minute_not_half_an_hour() -> None:
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    _prime_node_done_at(c, 4_000)  # the one arrival is over an hour old by then: no job is expected
+    assert only(c.step(at(4_000 + 59), [tick()]), ReleaseBlock) == []
+    [release] = only(c.step(at(4_000 + 60), [tick()]), ReleaseBlock)
+    assert release.provider == "prime" and "threshold 60 s" in release.reason.message
+    assert "no job of its tier arrived in the last hour" in release.reason.message
+
+
+def test_an_hourly_node_is_held_while_jobs_keep_arriving_as_long_as_a_new_one_would_take() -> None:
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    [buy] = buys(c.step(at(0), [market(prime_offer("2.50"), book=None), *submit(spec("j", 2, duration=600))]))
+    c.step(at(30), [filled(buy, at(30))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))  # 300 s from purchase to READY
+    c.step(at(301), [started("j", "blk-1-n0")])
+    released: list[tuple[int, ReleaseBlock]] = []
+    for t in range(360, 4_000, 60):
+        events = [job_done("blk-1-n0", "j", at(t))] if t == 1_980 else [tick()]
+        if t % 300 == 0:  # a FAST job every 5 minutes (cancelled at once; too big for the pod anyway)
+            events += [*submit(spec(f"x{t}", 4)), cancel(f"x{t}")]
+        released += [(t, a) for a in only(c.step(at(t), events), ReleaseBlock)]
+    assert c.state.jobs["j"].state is JobState.SUCCEEDED
+    # 8 FAST jobs arrived in the hour before (j and seven others): one every 450 s, under twice the 300 s a
+    # new pod takes: held 600 s, twice that.
+    [(when, release)] = released
+    assert when == 1_980 + 600 and "a job every 450 s" in release.reason.message
+    assert "takes 300 s to be READY: held 600 s" in release.reason.message
+
+
+def test_a_block_paid_whole_is_held_for_idle_release_s_whatever_the_forecast() -> None:
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    [buy] = c.step(at(0), [market(sf_offer()), *submit(spec("j", 4, duration=600))])
+    c.step(at(30), [filled(buy, at(30))])
+    c.step(at(60), ready("blk-1-n0", when=at(60)))
+    c.step(at(5_000), [job_done("blk-1-n0", "j", at(5_000))])
+    assert only(c.step(at(5_000 + IDLE - 1), [tick()]), ReleaseBlock) == []
+    [release] = only(c.step(at(5_000 + IDLE), [tick()]), ReleaseBlock)
+    assert "paid whole when bought" in release.reason.message

@@ -167,7 +167,12 @@ def test_costs_spend_delivered_and_idle_gpu_hours() -> None:
     assert report.cost_per_delivered_gpu_hour == Decimal("8.80")
     assert report.committed == Decimal("2956.80")  # 8 GPUs x $2.20 x 168 h, the whole contract
     [row] = report.by_provider
-    assert (row.provider, row.idle_gpu_hours) == ("sfcompute", Decimal(6))
+    assert (row.provider, row.line.idle_gpu_hours) == ("sfcompute", Decimal(6))
+    [block] = report.by_block
+    assert [(t.tenant, t.gpu_hours, t.cost) for t in block.by_tenant] == [
+        ("default", Decimal(2), Decimal("4.40")),
+        ("(idle)", Decimal(6), Decimal("13.20")),
+    ]
     # Asking again changes nothing: spend is never counted twice.
     c.step(at(3600), [tick()])
     assert c.costs() == report

@@ -6,7 +6,7 @@ and records the (now, events) log so a run can be replayed. Test code only: it u
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -47,6 +47,7 @@ class World:
     reject_rate: float = 0.05
     fail_rate: float = 0.01
     cancel_rate: float = 0.02
+    tenants: tuple[str, ...] = ()  # jobs are spread over these tenants (none: every job is ``default``'s)
     rng: random.Random = field(init=False)
     log: list[tuple[datetime, list[Event]]] = field(default_factory=list)
     actions: list[list[Action]] = field(default_factory=list)
@@ -106,6 +107,8 @@ class World:
                 priority=rng.choice([0, 0, 5]),
                 share=rng.random() < 0.2,
             )
+            if self.tenants:
+                job = replace(job, tenant=rng.choice(self.tenants))
             events.append(JobSubmitted(self.sid("submit"), job))
         if self.submitted and rng.random() < self.cancel_rate:
             events.append(JobCancelRequested(self.sid("cancel"), rng.choice(self.submitted)))

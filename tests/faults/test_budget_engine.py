@@ -186,11 +186,13 @@ def test_costs_are_attributed_to_tenants_by_gpu_hours_with_idle_apart() -> None:
     c.step(at(3603), [tick()])
     report = c.costs()
     by = {t.tenant: t for t in report.by_tenant}
-    assert set(by) == {"ml", "web"}
+    assert set(by) == {"ml", "web", "(idle)"}
     assert abs(by["ml"].gpu_hours - 4) < Decimal("0.01") and abs(by["web"].gpu_hours - 2) < Decimal("0.01")
     # The node costs $20/h: ml held half of its GPUs for the hour ($10), web a quarter ($5).
     assert abs(by["ml"].cost - Decimal(10)) < Decimal("0.05") and abs(by["web"].cost - Decimal(5)) < Decimal(
         "0.05"
     )
     assert report.idle_cost > Decimal(5)  # the 2 idle GPUs, and the boot minutes, apart
-    assert abs(sum(t.cost for t in report.by_tenant) + report.idle_cost - report.accrued) < Decimal("0.01")
+    assert by["(idle)"].cost == report.idle_cost and by["(idle)"].gpu_hours == report.idle_gpu_hours
+    assert sum(t.cost for t in report.by_tenant) == report.accrued  # exactly: every dollar once
+    assert sum(t.gpu_hours for t in report.by_tenant) == report.paid_gpu_hours

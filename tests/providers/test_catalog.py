@@ -447,12 +447,9 @@ def test_judged_rows_never_offer_a_bad_price(
 
 
 def test_every_offer_has_a_positive_price_and_a_documented_canonical_model(catalog: Catalog) -> None:
-    documented = set(
-        re.findall(
-            r"`([A-Za-z0-9-]+)`",
-            DOC.read_text(encoding="utf-8").split("## Canonical GPU models")[1].split("##")[0],
-        )
-    )
+    gpus_doc = DOC.parent / "gpus.md"
+    table = gpus_doc.read_text(encoding="utf-8").split("## Models")[1].split("##")[0]
+    documented = set(re.findall(r"^\| `([A-Za-z0-9-]+)` \|", table, re.MULTILINE))
     assert documented >= CANONICAL_GPU_MODELS
     for offer in catalog.offers:
         assert offer.price_per_hour > 0, offer.key

@@ -213,14 +213,14 @@ def test_a_price_of_the_wrong_type_names_the_field(server: FakeServer) -> None:
 
 def test_unknown_gpus_and_unpriced_boxes_are_skipped_with_reasons(server: FakeServer) -> None:
     items = [copy.deepcopy(page(2)["items"][0]) for _ in range(3)]
-    items[0]["gpuType"] = "H100_NVL"
+    items[0]["gpuType"] = "MI300X_192GB"
     items[1]["prices"]["onDemand"] = None
     serve_pages(server, [{"items": items, "totalCount": 3}])
     prime = client(server)
     assert len(prime.list_offers(NOW)) == 1
     reasons = [s.reason for s in prime.skipped]
     assert reasons == [
-        "gpuType 'H100_NVL' has no canonical GPU model",
+        "gpuType 'MI300X_192GB' has no canonical GPU model",
         "no price (communityPrice and onDemand are null)",
     ]
 
@@ -232,9 +232,13 @@ def test_unknown_gpus_and_unpriced_boxes_are_skipped_with_reasons(server: FakeSe
         ("A100_40GB", "A100", 40.0),
         ("A6000_48GB", "RTXA6000", 48.0),
         ("V100_32GB", "V100-32GB", 32.0),
+        ("A100_80GB", "A100-80GB", 80.0),
+        ("V100_16GB", "V100", 16.0),
+        ("H100_NVL", "H100", None),
+        ("RTX_4090", "RTX4090", None),
     ],
 )
-def test_gpu_types_map_to_canonical_models(gpu_type: str, model: str, vram: float) -> None:
+def test_gpu_types_map_to_canonical_models(gpu_type: str, model: str, vram: float | None) -> None:
     assert gpu_model_of(gpu_type) == (model, vram)
 
 

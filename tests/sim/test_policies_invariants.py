@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from scalar.sim.policies import POLICIES
 from scalar.sim.policies.scalar import ScalarPolicy
-from scalar.sim.traces import GPU_MILLI
-from tests.sim.helpers import bind, make_state, node, pod
+from scalar.sim.traces import GPU_MILLI, PodSpec
+from tests.sim.helpers import bind, drive, make_state, node, pod
 
 MODELS = ["A10", "G2", "T4"]
 
@@ -96,8 +96,8 @@ def test_place_refuses_to_over_commit() -> None:
 
 
 @settings(max_examples=40)
-@given(seed=st.integers(0, 10_000))
-def test_scalar_small_batch_path_scores_exactly_like_the_vectorised_path(seed: int) -> None:
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(["scalar", "scalar-list"]))
+def test_scalar_small_batch_path_scores_exactly_like_the_vectorised_path(seed: int, policy: str) -> None:
     rng = np.random.default_rng(seed)
     nodes = [
         node(
@@ -123,7 +123,7 @@ def test_scalar_small_batch_path_scores_exactly_like_the_vectorised_path(seed: i
             )
         )
     state, views = make_state(nodes, pods)
-    chooser = bind("scalar", state)
+    chooser = bind(policy, state)
     assert isinstance(chooser, ScalarPolicy)
     for p in views[:50]:
         feasible = state.feasible(p)
@@ -145,8 +145,10 @@ def test_scalar_small_batch_path_scores_exactly_like_the_vectorised_path(seed: i
 
 
 @settings(max_examples=40)
-@given(seed=st.integers(0, 10_000))
-def test_scalar_cache_is_never_stale_even_when_pods_of_one_shape_allow_different_models(seed: int) -> None:
+@given(seed=st.integers(0, 10_000), policy=st.sampled_from(["scalar", "scalar-list"]))
+def test_scalar_cache_is_never_stale_even_when_pods_of_one_shape_allow_different_models(
+    seed: int, policy: str
+) -> None:
     rng = np.random.default_rng(seed)
     nodes = [
         node(
@@ -166,7 +168,7 @@ def test_scalar_cache_is_never_stale_even_when_pods_of_one_shape_allow_different
             pod(f"p{j}", num, milli, cpu=4_000, mem=8_192, spec=specs[int(rng.integers(3))] if num else ())
         )
     state, views = make_state(nodes, pods)
-    chooser = bind("scalar", state)
+    chooser = bind(policy, state)
     assert isinstance(chooser, ScalarPolicy)
     for p in views:
         feasible = state.feasible(p)
@@ -180,3 +182,29 @@ def test_scalar_cache_is_never_stale_even_when_pods_of_one_shape_allow_different
             assert np.array_equal(cached[1], chooser.values[p.shape, feasible])
         state.place(p, n, gpus)
         chooser.placed(p, n)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), cut=st.integers(1, 60))
+def test_scalar_online_prior_never_reads_the_future(seed: int, cut: int) -> None:
+    """The online prior learns from the pods that arrived: the decisions up to pod ``cut`` are the same
+    whatever the pods after it are (the whole-list prior, which reads them, is ``scalar-list``)."""
+    rng = np.random.default_rng(seed)
+    nodes = [node(f"n{i}", gpus=int(rng.choice([2, 4, 8])), model=str(rng.choice(MODELS))) for i in range(8)]
+    shapes = [(1, 470), (1, 320), (1, 1000), (0, 0), (2, 1000), (4, 1000), (1, 810)]
+
+    def draw(prefix: str, n: int, which: list[tuple[int, int]]) -> list[PodSpec]:
+        out = []
+        for j in range(n):
+            num, milli = which[int(rng.integers(len(which)))]
+            out.append(pod(f"{prefix}{j}", num, milli, cpu=int(rng.choice([2_000, 12_000])), mem=8_192))
+        return out
+
+    head = draw("p", cut, shapes)
+    tail_a = draw("a", 40, shapes[:3])  # two different futures after the cut
+    tail_b = draw("b", 40, shapes[3:])
+    decided = []
+    for pods in (head + tail_a, head + tail_b):
+        state, views = make_state(nodes, pods)
+        decided.append(drive(bind("scalar", state), state, views)[:cut])
+    assert decided[0] == decided[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,26 @@ def test_a_sqlite_file_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -
         Store.open(f"sqlite:///{blocker / 'scalar.db'}")
     with pytest.raises(DatabaseUnavailableError, match="cannot open the database"):
         Store.open(f"sqlite:///{tmp_path}")  # a directory, not a database file
+
+
+def test_a_new_sqlite_database_is_private(tmp_path: Path) -> None:
+    """scalar.db (and its -wal/-shm) hold token hashes, sealed secrets and every job: 0600 in a 0700 dir."""
+    import stat
+
+    from scalar.store import Store
+
+    data = tmp_path / "data"
+    store = Store.open(f"sqlite:///{data / 'scalar.db'}")
+    try:
+        with store.write() as tx:
+            tx.add_inbox("test", "k", {"x": 1}, now=datetime.now(UTC))
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        files = sorted(data.iterdir())
+        assert {f.name for f in files} >= {"scalar.db"}
+        for path in files:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    finally:
+        store.close()
+    (data / "scalar.db").chmod(0o644)  # an older, world-readable one is made private when opened
+    Store.open(f"sqlite:///{data / 'scalar.db'}").close()
+    assert stat.S_IMODE((data / "scalar.db").stat().st_mode) == 0o600

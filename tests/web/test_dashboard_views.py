@@ -174,3 +174,48 @@ def test_browsers_are_told_apart_from_json_clients() -> None:
     assert not wants_html("*/*")
     assert not wants_html("application/json")
     assert not wants_html("application/json, text/html")
+
+
+def test_the_costs_page_shows_utilisation_delivered_idle_resold_and_tenants() -> None:
+    import re
+    from decimal import Decimal
+
+    from scalar.engine.costs import BlockAccount, cost_report
+    from scalar.runtime.views_market import cost_answer
+    from scalar.web.router import POLL_MS, templates
+
+    # 10 GPU-hours paid at $2/GPU-h; ml's jobs held 4 of them, web's 1: 5 delivered, 5 idle, 50%.
+    account = BlockAccount(
+        "blk-1",
+        "sfcompute",
+        "open",
+        Decimal(36_000),
+        {"ml": Decimal(14_400), "web": Decimal(3_600)},
+        Decimal(20),
+        Decimal(336),
+    )
+    body = {"at": NOW.isoformat(), **cost_answer(cost_report([account])), "series": []}
+    html = templates.env.get_template("costs.html").render(
+        fragment=False,
+        path="/ui/costs",
+        rendered_at=NOW.isoformat(),
+        now=NOW,
+        poll_ms=POLL_MS,
+        static="/ui/static",
+        title="Costs",
+        view=views.costs_view(body),
+        problem="",
+        blocks=[],
+        blocks_problem="",
+    )
+    stats = dict(
+        re.findall(r'<span class="stat-label">([^<]+)</span><span class="stat-value">([^<]+)</span>', html)
+    )
+    assert stats["Utilisation"] == "50.0%"
+    assert (stats["Paid GPU-h"], stats["Delivered GPU-h"], stats["Idle GPU-h"]) == ("10", "5", "5")
+    assert (stats["Idle $"], stats["Resold GPU-h"], stats["Resale revenue"]) == ("$10.00", "0", "$0.00")
+    assert stats["$ per delivered GPU-h"].startswith("$4.00")
+    tenants = re.findall(
+        r"<tr><td>([^<]+)</td><td class=\"num\">([^<]+)</td><td class=\"num\">([^<]+)</td></tr>", html
+    )
+    assert tenants == [("ml", "4", "$8.00"), ("web", "1", "$2.00"), ("(idle)", "5", "$10.00")]

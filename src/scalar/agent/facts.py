@@ -3,6 +3,11 @@
 GPUs come from NVML through ``nvidia-ml-py`` (``pynvml``) when a driver answers. Machines without GPUs use
 fake ones, ``SCALAR_FAKE_GPUS=8xH100-80GB`` (or ``--fake-gpus``): count, model and memory, with UUIDs that
 are stable for one state directory (a restarted agent reports the same GPUs).
+
+Either way a GPU is reported as the GPU registry (``scalar.domain.gpus``) names it: its canonical model and
+its memory in GB as the market sells it, so a node and an offer of the same GPU compare equal. NVML's
+``NVIDIA A100 80GB PCIe`` with 85.1e9 bytes is an ``A100-80GB`` of 80 GB; fake ``4xA100-80GB`` is the same.
+A GPU the registry does not know keeps NVML's name (without ``NVIDIA``) and its memory in GiB.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalar.domain.gpus import device_memory_gb, find_gpu_model
+
 FAKE_GPUS_ENV = "SCALAR_FAKE_GPUS"
-_FAKE = re.compile(r"^\s*(\d+)\s*x\s*([A-Za-z0-9_.]+)-(\d+(?:\.\d+)?)\s*GB\s*$", re.IGNORECASE)
+_FAKE = re.compile(r"^\s*(\d+)\s*x\s*([A-Za-z0-9_.-]+?)-(\d+(?:\.\d+)?)\s*GB\s*$", re.IGNORECASE)
 
 
 class FactsError(ValueError):
@@ -33,14 +40,17 @@ class FakeGpus:
 
 
 def parse_fake_gpus(text: str) -> FakeGpus:
-    """``8xH100-80GB`` -> 8 GPUs of model H100 with 80 GB each (``0xH100-80GB``: none)."""
+    """``8xH100-80GB`` -> 8 GPUs of model H100 with 80 GB each (``0xH100-80GB``: none); ``4xA100-80GB`` ->
+    the registry's ``A100-80GB`` (the A100 with 80 GB). A model the registry does not know keeps its name."""
     match = _FAKE.match(text)
     if match is None:
         raise FactsError(f"fake GPUs {text!r}: expected COUNTxMODEL-MEMORYGB, e.g. 8xH100-80GB")
     count = int(match.group(1))
     if count > 64:
         raise FactsError(f"fake GPUs {text!r}: at most 64 GPUs")
-    return FakeGpus(count, match.group(2), float(match.group(3)))
+    name, memory_gb = match.group(2), float(match.group(3))
+    model = find_gpu_model(name, memory_gb)
+    return FakeGpus(count, name if model is None else model.name, memory_gb)
 
 
 def fake_gpu_list(spec: FakeGpus, seed: str) -> list[dict[str, Any]]:
@@ -75,8 +85,7 @@ def nvml_gpus() -> tuple[list[dict[str, Any]], str | None, str | None]:
                 {
                     "index": i,
                     "uuid": uid.decode() if isinstance(uid, bytes) else str(uid),
-                    "model": _short_model(name.decode() if isinstance(name, bytes) else str(name)),
-                    "memory_gb": round(memory / 1e9, 1),
+                    **nvml_model(name.decode() if isinstance(name, bytes) else str(name), memory),
                 }
             )
         driver = pynvml.nvmlSystemGetDriverVersion()
@@ -93,12 +102,20 @@ def nvml_gpus() -> tuple[list[dict[str, Any]], str | None, str | None]:
             pynvml.nvmlShutdown()
 
 
-def _short_model(name: str) -> str:
-    """``NVIDIA H100 80GB HBM3`` -> ``H100``."""
-    for word in name.replace("NVIDIA", "").split():
-        if any(c.isdigit() for c in word) and any(c.isalpha() for c in word):
-            return word
-    return name.strip() or "GPU"
+def nvml_model(name: str, memory_bytes: int) -> dict[str, Any]:
+    """The ``model`` and ``memory_gb`` of a GPU NVML calls ``name`` with ``memory_bytes`` of memory.
+
+    A known model gets its canonical name and marketed memory (``NVIDIA H200`` with 150.8e9 bytes: ``H200``,
+    141; ``NVIDIA H100 NVL``: ``H100``, 94); the memory tells an A100 40 GB from an 80 GB when the name does
+    not. An unknown one keeps its name without ``NVIDIA`` and reports GiB (bytes / 2**30), the unit the
+    market's GB figures are in.
+    """
+    gib = memory_bytes / 2**30
+    model = find_gpu_model(name, gib)
+    if model is None:
+        cleaned = " ".join(w for w in name.split() if w.upper() != "NVIDIA")
+        return {"model": cleaned or "GPU", "memory_gb": round(gib, 1)}
+    return {"model": model.name, "memory_gb": float(device_memory_gb(name, model))}
 
 
 def ram_gb() -> float:

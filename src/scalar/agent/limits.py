@@ -139,6 +139,23 @@ def group_rss_bytes(pgid: int) -> int:
     return total
 
 
+def group_members(pgid: int) -> list[tuple[int, str]]:
+    """The live processes of process group ``pgid``: (pid, command name)."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) != pgid or fields[0] == "Z":
+                continue
+            members.append((int(entry.name), stat[stat.index("(") + 1 : stat.rindex(")")]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
+
+
 def process_start_ticks(pid: int) -> int | None:
     """When ``pid`` started (clock ticks since boot): tells a live process from a reused pid."""
     try:

@@ -5,6 +5,11 @@ State directory layout::
     identity.json      node id, node token, controller URL, last heartbeat sequence number
     journal.json       the assignments started here (scalar.agent.runner)
     assignments/<id>/  spec.json, shim.pid, child.pid, output.log, exit.json
+    jobs/<id>/         the job's private directory (its HOME and TMPDIR), owned by the job's uid
+
+Every file is 0600 and every directory 0700 (``jobs/`` 0711 when jobs run under their own uid without a
+sandbox, so each reaches its own directory without listing the others'). How jobs run (their uid, the
+sandbox, their environment): ``scalar.agent.isolation``.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from typing import Any
 
 from scalar import __version__
 from scalar.agent import facts as facts_mod
+from scalar.agent import isolation as iso_mod
+from scalar.agent.capped_log import DEFAULT_LOG_MAX_BYTES
 from scalar.agent.controller_client import ControllerClient, ControllerRefused, ControllerUnreachable
 from scalar.agent.runner import Runner
-from scalar.agent.shim import write_json
+from scalar.agent.shim import private_dir, write_json
 from scalar.wire.agent import PROTOCOL
 
 log = logging.getLogger(__name__)
@@ -52,13 +59,21 @@ class AgentOptions:
     heartbeat_s: float | None = None  # default: what the controller says
     version: str = __version__
     protocol: int = PROTOCOL
+    # how jobs run (docs/security.md, "Jobs on a node"); resolved by ``isolation.resolve`` at start
+    job_user: str | None = None  # None: per-tenant
+    sandbox: str = "auto"
+    uid_range: tuple[int, int] = iso_mod.DEFAULT_UID_RANGE
+    hide: tuple[str, ...] = ()  # more paths jobs may not see (the controller's data directory)
+    pass_env: tuple[str, ...] = ()  # names of the agent's variables passed to jobs
+    log_max_bytes_per_attempt: int | None = DEFAULT_LOG_MAX_BYTES
+    isolation: iso_mod.Isolation | None = None  # set by ``run_agent`` (default: same-user, no sandbox)
 
 
 class NodeAgent:
     def __init__(self, options: AgentOptions) -> None:
         self.options = options
         self.state_dir = options.state_dir
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir)
         self.client = ControllerClient(options.controller)
         # Every assignment learns how to call back (an endpoint worker dials the controller) and which Python
         # runs scalar here (scalar.agent.endpoint_worker is started with it).
@@ -69,6 +84,8 @@ class NodeAgent:
                 "SCALAR_CONTROLLER_URL": options.controller,
                 "SCALAR_PYTHON": sys.executable,
             },
+            isolation=options.isolation,
+            log_max_bytes=options.log_max_bytes_per_attempt,
         )
         self.node_id: str | None = None
         self.node_token: str | None = None
@@ -224,6 +241,7 @@ class NodeAgent:
             entry = self.runner.entries.get(aid)
             if entry is not None and entry.shipped >= int(report.get("log_bytes") or 0):
                 entry.acked = True  # the controller has its outcome and all of its output
+                self.runner.remove_home(entry)
         self.runner.save()
         return reply
 
@@ -232,27 +250,24 @@ class NodeAgent:
         for entry in list(self.runner.entries.values()):
             if entry.acked:
                 continue
-            path = self.runner.log_path(entry)
-            if not path.is_file() or path.stat().st_size <= entry.shipped:
+            if self.runner.log_bytes(entry) <= entry.shipped:
                 continue
-            with open(path, "rb") as f:
-                while True:
-                    f.seek(entry.shipped)
-                    data = f.read(LOG_CHUNK_BYTES)
-                    if not data:
-                        break
-                    try:
-                        entry.shipped = self.client.ship_log(
-                            self.node_id, self.node_token, entry.assignment_id, entry.shipped, data
-                        )
-                    except ControllerRefused as err:
-                        match = _EXPECTED.search(err.detail)
-                        if err.status == 409 and match:
-                            entry.shipped = int(match.group(1))
-                            continue
-                        log.warning("log of %s refused: %s", entry.assignment_id, err.detail)
-                        entry.acked = entry.acked or err.status == 404
-                        break
+            while True:
+                data = self.runner.read_log(entry, entry.shipped, LOG_CHUNK_BYTES)
+                if not data:
+                    break
+                try:
+                    entry.shipped = self.client.ship_log(
+                        self.node_id, self.node_token, entry.assignment_id, entry.shipped, data
+                    )
+                except ControllerRefused as err:
+                    match = _EXPECTED.search(err.detail)
+                    if err.status == 409 and match:
+                        entry.shipped = int(match.group(1))
+                        continue
+                    log.warning("log of %s refused: %s", entry.assignment_id, err.detail)
+                    entry.acked = entry.acked or err.status == 404
+                    break
             self.runner.save()
 
 
@@ -263,6 +278,7 @@ BAD_ARGUMENTS = 2
 def run_agent(options: AgentOptions) -> int:
     """Run until SIGTERM/SIGINT (0); 2 for a bad argument, 3 when the controller refuses this agent."""
     import os
+    import shutil
     import signal
     import sys
 
@@ -277,6 +293,32 @@ def run_agent(options: AgentOptions) -> int:
             return BAD_ARGUMENTS
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agent %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    os.umask(0o077)  # every file the agent and its shims write is private (0600, directories 0700)
+    try:
+        isolation, notes = iso_mod.resolve(
+            options.job_user,
+            options.sandbox,
+            options.uid_range,
+            euid=os.geteuid(),
+            bwrap=shutil.which("bwrap"),
+            hidden=options.hide,
+            pass_env=options.pass_env,
+        )
+    except iso_mod.IsolationError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return BAD_ARGUMENTS
+    options.isolation = isolation
+    log.info("jobs run as: job_user = %s, sandbox = %s", isolation.job_user, isolation.sandbox)
+    for note in notes:
+        log.warning("%s", note)
+    if isolation.per_tenant and isolation.refuse is None:
+        import scalar
+
+        probe = isolation.uid_range[0]  # any tenant uid: none owns these files
+        for path in (os.path.realpath(sys.executable), os.path.dirname(os.path.realpath(scalar.__file__))):
+            why = iso_mod.uid_cannot(path, probe, probe, os.R_OK | os.X_OK)
+            if why is not None:
+                log.warning("jobs that run SCALAR_PYTHON (endpoint workers) will fail: %s", why)
     node = NodeAgent(options)
     signal.signal(signal.SIGTERM, lambda *_: node.stop())
     signal.signal(signal.SIGINT, lambda *_: node.stop())

@@ -1,10 +1,15 @@
 """The agent's assignments on this machine: start, stop, watch, and the journal that survives a restart.
 
-The journal (``<state dir>/journal.json``) lists every assignment the agent started, with its directory,
-its shim's pid and start time, and how much of its output has been shipped. It is written before a shim is
-started and after, atomically. A restarted agent reads it and *adopts* what still runs (same pid, same start
-time: not a reused pid), reads the outcome of what finished meanwhile from ``exit.json``, and starts again
-only what never started. So nothing is orphaned and nothing runs twice.
+The journal (``<state dir>/journal.json``, 0600) lists every assignment the agent started, with its
+directory, its shim's pid and start time, the job's uid and attempt, and how much of its output has been
+shipped. It is written before a shim is started and after, atomically. A restarted agent reads it and
+*adopts* what still runs (same pid, same start time: not a reused pid), reads the outcome of what finished
+meanwhile from ``exit.json``, and forgets what never started (the controller sends it again, with its
+environment, in the next heartbeat reply). So nothing is orphaned and nothing runs twice.
+
+Secrets stay off the disk: the job's environment reaches its shim over a stdin pipe; ``spec.json`` holds
+the argv, the GPU UUIDs and the limits only. Every file here is 0600, every directory 0700 (the jobs'
+private directories are owned by the job's uid; ``scalar.agent.isolation``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,8 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scalar.agent import isolation as iso_mod
+from scalar.agent.capped_log import DEFAULT_LOG_MAX_BYTES, CappedLog
+from scalar.agent.isolation import Isolation
 from scalar.agent.limits import group_rss_bytes, pid_alive, process_start_ticks
-from scalar.agent.shim import write_json
+from scalar.agent.shim import private_dir, write_json
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 SHIM_START_WAIT_S = 5.0
@@ -51,14 +61,37 @@ class Entry:
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     ports: list[int] = field(default_factory=list)  # TCP ports allocated for it (kept across a restart)
+    uid: int | None = None  # the uid the job runs as
+    attempt: int | None = None
+    gpu_uuids: list[str] = field(default_factory=list)
+    home: str | None = None  # its private directory (HOME and TMPDIR)
 
 
 class Runner:
-    def __init__(self, state_dir: Path, base_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        base_env: dict[str, str] | None = None,
+        *,
+        isolation: Isolation | None = None,
+        log_max_bytes: int | None = DEFAULT_LOG_MAX_BYTES,
+    ) -> None:
         self.state_dir = state_dir
         self.journal_path = state_dir / "journal.json"
         self.work = state_dir / "assignments"
-        self.work.mkdir(parents=True, exist_ok=True)
+        self.homes = state_dir / "jobs"
+        self.isolation = isolation or Isolation()
+        self.log_max_bytes = log_max_bytes
+        self.euid = os.geteuid()
+        private_dir(state_dir)
+        private_dir(self.work)
+        # the jobs' own directories: a uid other than the agent's must reach its own (search, no listing)
+        # when there is no sandbox to bind it in
+        direct = self.isolation.per_tenant and self.isolation.sandbox == "none"
+        private_dir(self.homes, 0o711 if direct else 0o700)
+        if direct:
+            os.chmod(state_dir, 0o711)
+        # the agent's environment: only what ``isolation.job_env`` lets through reaches a job
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.entries: dict[str, Entry] = {}
         self._children: list[subprocess.Popen[bytes]] = []
@@ -70,27 +103,80 @@ class Runner:
         if not self.journal_path.is_file():
             return
         raw = json.loads(self.journal_path.read_text() or "{}")
+        known = set(Entry.__dataclass_fields__)
         for item in raw.get("assignments", []):
-            entry = Entry(**item)
+            entry = Entry(**{k: v for k, v in item.items() if k in known})
             self.entries[entry.assignment_id] = entry
-        for entry in self.entries.values():
+        for entry in list(self.entries.values()):
             self._adopt(entry)
+            if entry.assignment_id in self.entries:
+                _seal_spec(entry)
+        self.save()
 
     def save(self) -> None:
         write_json(self.journal_path, {"assignments": [asdict(e) for e in self.entries.values()]})
 
     def _adopt(self, entry: Entry) -> None:
-        """After a restart: learn the pid of a shim started just before the agent died."""
-        if entry.shim_pid is None:
-            pid_file = Path(entry.directory) / "shim.pid"
-            if pid_file.is_file():
-                entry.shim_pid = int(pid_file.read_text())
-                entry.shim_ticks = process_start_ticks(entry.shim_pid)
+        """After a restart: learn the pid of a shim started just before the agent died; forget an
+        assignment whose shim never got its environment (it never started: the controller sends it again
+        with the next heartbeat reply)."""
+        if entry.shim_pid is not None:
+            return
+        directory = Path(entry.directory)
+        pid_file = directory / "shim.pid"
+        if pid_file.is_file():
+            entry.shim_pid = int(pid_file.read_text())
+            entry.shim_ticks = process_start_ticks(entry.shim_pid)
+        elif not (directory / "exit.json").is_file():
+            del self.entries[entry.assignment_id]
+            shutil.rmtree(directory, ignore_errors=True)
+            if entry.home:
+                shutil.rmtree(entry.home, ignore_errors=True)
 
     # ---- commands ------------------------------------------------------------------------------------
 
     def has(self, assignment_id: str) -> bool:
         return assignment_id in self.entries
+
+    def _job_identity(self, tenant: str) -> tuple[int, int, str]:
+        """The uid, gid and user name the tenant's jobs run as."""
+        if not self.isolation.per_tenant:
+            uid, gid = self.euid, os.getegid()
+        else:
+            uid = gid = iso_mod.tenant_uid(tenant, self.isolation.uid_range)
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = f"scalar-{_SAFE.sub('-', tenant)[:24]}"
+        return uid, gid, name
+
+    def _refusal(self, assignment: dict[str, Any], uid: int, gid: int, home: Path) -> str | None:
+        """Why the job cannot start here as ``uid``, or None."""
+        if self.isolation.refuse is not None:
+            return self.isolation.refuse
+        workdir = assignment.get("workdir")
+        hidden = self.hidden_paths()
+        if workdir:
+            inside = iso_mod.within(str(workdir), hidden)
+            if inside is not None:
+                return f"workdir {workdir} is inside {inside}, which jobs on this node may not see"
+            why = iso_mod.uid_cannot(str(workdir), uid, gid, os.R_OK | os.X_OK)
+            if why is not None:
+                return f"workdir {workdir} is not readable by the job's uid {uid}: {why}"
+        if self.isolation.sandbox == "none":
+            why = iso_mod.uid_cannot(home, uid, gid, os.R_OK | os.W_OK | os.X_OK)
+            if why is not None:
+                return (
+                    f"the job's uid {uid} cannot reach its private directory {home}: {why}; install "
+                    "bubblewrap (--sandbox bwrap) or give the agent a --state-dir other users can search"
+                )
+        return None
+
+    def hidden_paths(self) -> list[str]:
+        """What a sandboxed job may not see: the agent's state directory (the other jobs' directories are
+        in it) and the paths the admin named (the controller's data directory)."""
+        paths = [str(self.state_dir.resolve()), *self.isolation.hidden]
+        return [p for p in dict.fromkeys(paths) if os.path.exists(p)]
 
     def start(self, assignment: dict[str, Any]) -> None:
         """Start the assignment under a shim, once: an assignment already in the journal is left alone."""
@@ -98,50 +184,100 @@ class Runner:
         if aid in self.entries:
             return
         directory = self.work / _SAFE.sub("_", aid)
-        directory.mkdir(parents=True, exist_ok=True)
-        env = {**self.base_env, **(assignment.get("env") or {})}
-        uuids = list(assignment.get("gpu_uuids") or [])
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        env["SCALAR_JOB_ID"] = str(assignment.get("job_id"))
-        env["SCALAR_ATTEMPT"] = str(assignment.get("attempt"))
-        env["SCALAR_ASSIGNMENT_ID"] = aid
-        env.update(vram_env(assignment))
+        private_dir(directory)
+        tenant = str(assignment.get("tenant") or iso_mod.DEFAULT_TENANT)
+        uid, gid, user = self._job_identity(tenant)
+        home = self.homes / _SAFE.sub("_", aid)
+        private_dir(home)
+        if uid != self.euid:
+            os.chown(home, uid, gid)
+        sandboxed = self.isolation.sandbox == "bwrap"
+        seen_home = iso_mod.SANDBOX_TMP if sandboxed else str(home)
+        uuids = [str(u) for u in assignment.get("gpu_uuids") or []]
+        agent_set = {
+            "CUDA_VISIBLE_DEVICES": ",".join(uuids),
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "SCALAR_JOB_ID": str(assignment.get("job_id")),
+            "SCALAR_ATTEMPT": str(assignment.get("attempt")),
+            "SCALAR_ASSIGNMENT_ID": aid,
+            **{k: self.base_env[k] for k in ("SCALAR_CONTROLLER_URL", "SCALAR_PYTHON") if k in self.base_env},
+            **vram_env(assignment),
+        }
         ports: list[int] = []
-        port_error: str | None = None
+        error: str | None = None
         wanted = int(assignment.get("port_count") or 0)
         if wanted:
             try:
                 ports = allocate_ports(wanted, self.ports_in_use())
             except OSError as err:
-                port_error = f"could not allocate {wanted} TCP port(s) on this host: {err}"
-            env.update(port_env(ports))
+                error = f"could not allocate {wanted} TCP port(s) on this host: {err}"
+            agent_set.update(port_env(ports))
+        env = iso_mod.job_env(
+            dict(assignment.get("env") or {}),
+            agent_set,
+            self.base_env,
+            home=seen_home,
+            user=user,
+            pass_env=self.isolation.pass_env,
+        )
+        error = error or self._refusal(assignment, uid, gid, home)
+        workdir = assignment.get("workdir") or None
+        launch = iso_mod.launch_prefix(
+            self.isolation,
+            uid=uid,
+            gid=gid,
+            home=str(home),
+            workdir=workdir,
+            hidden=self.hidden_paths(),
+            gpu_indices=[int(i) for i in assignment.get("gpu_indices") or []],
+            euid=self.euid,
+        )
         deadline = assignment.get("deadline")
-        spec = {
+        spec = {  # no environment here: it may hold secrets (it goes to the shim over a pipe)
             "argv": list(assignment["argv"]),
-            "env": env,
-            "workdir": assignment.get("workdir"),
+            "launch": launch,
+            "sandbox": self.isolation.sandbox,
+            "cwd": str(home) if sandboxed else (workdir or str(home)),
+            "uid": uid,
+            "gpu_uuids": uuids,
             "memory_limit_bytes": assignment.get("memory_limit_bytes"),
             "cpu_cores": assignment.get("cpu_cores") or 0.0,
             "stop_grace_s": assignment.get("stop_grace_s") or 10.0,
             "deadline_epoch": None if not deadline else datetime.fromisoformat(str(deadline)).timestamp(),
         }
         write_json(directory / "spec.json", spec)
-        entry = Entry(aid, str(directory), time.time(), ports=ports)
+        entry = Entry(
+            aid,
+            str(directory),
+            time.time(),
+            ports=ports,
+            uid=uid,
+            attempt=int(assignment.get("attempt") or 1),
+            gpu_uuids=uuids,
+            home=str(home),
+        )
         self.entries[aid] = entry
-        if port_error is not None:  # reported as failed_to_start (an exit.json without a child)
-            write_json(directory / "exit.json", {"error": port_error, "finished_at": time.time()})
+        if error is not None:  # reported as failed_to_start (an exit.json without a child)
+            write_json(directory / "exit.json", {"error": error, "finished_at": time.time()})
             self.save()
             return
         self.save()  # journalled before the process exists: a crash now leaves no unknown process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "scalar.agent.shim", str(directory)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(directory / "shim.err", "ab"),  # noqa: SIM115 - the shim owns it from here
-            start_new_session=True,
-            close_fds=True,
-        )
+        err_fd = os.open(directory / "shim.err", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(err_fd, "ab") as err_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "scalar.agent.shim", str(directory)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,  # the shim owns it from here
+                start_new_session=True,
+                close_fds=True,
+            )
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(env).encode())
+            proc.stdin.close()
+        except BrokenPipeError:  # the shim died at once; its report says so
+            pass
         entry.shim_pid = proc.pid
         entry.shim_ticks = process_start_ticks(proc.pid)
         self.save()
@@ -158,6 +294,11 @@ class Runner:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(entry.shim_pid, signal.SIGTERM)
 
+    def remove_home(self, entry: Entry) -> None:
+        """Delete an ended job's private directory (what it left in its HOME and TMPDIR)."""
+        if entry.home and Path(entry.home).is_relative_to(self.homes):
+            shutil.rmtree(entry.home, ignore_errors=True)
+
     def reap(self) -> None:
         """Collect exited shims this process started (no zombies)."""
         alive = []
@@ -171,8 +312,7 @@ class Runner:
     def report(self, entry: Entry) -> dict[str, Any]:
         directory = Path(entry.directory)
         exit_file = directory / "exit.json"
-        log = directory / "output.log"
-        log_bytes = log.stat().st_size if log.is_file() else 0
+        log_bytes = self.log_bytes(entry)
         child_pid = _read_int(directory / "child.pid")
         body: dict[str, Any] = {
             "assignment_id": entry.assignment_id,
@@ -234,6 +374,17 @@ class Runner:
     def log_path(self, entry: Entry) -> Path:
         return Path(entry.directory) / "output.log"
 
+    def capped_log(self, entry: Entry) -> CappedLog:
+        """Its output as shipped: at most ``log_max_bytes`` of it, then the truncation note once it ended."""
+        ended = (Path(entry.directory) / "exit.json").is_file()
+        return CappedLog(self.log_path(entry), self.log_max_bytes, ended)
+
+    def log_bytes(self, entry: Entry) -> int:
+        return self.capped_log(entry).length()
+
+    def read_log(self, entry: Entry, offset: int, limit: int) -> bytes:
+        return self.capped_log(entry).read(offset, limit)
+
 
 def allocate_ports(count: int, avoid: set[int]) -> list[int]:
     """``count`` distinct TCP ports that are free on this host (the kernel's pick for a bind to port 0 on
@@ -283,12 +434,30 @@ def vram_env(assignment: dict[str, Any]) -> dict[str, str]:
 
 
 def _gpus_of(entry: Entry) -> list[str]:
+    if entry.gpu_uuids:
+        return list(entry.gpu_uuids)
     try:
         spec = json.loads((Path(entry.directory) / "spec.json").read_text())
     except (OSError, ValueError):
         return []
-    visible = str((spec.get("env") or {}).get("CUDA_VISIBLE_DEVICES") or "")
-    return [u for u in visible.split(",") if u]
+    return [str(u) for u in spec.get("gpu_uuids") or []]
+
+
+def _seal_spec(entry: Entry) -> None:
+    """A ``spec.json`` written by an older agent held the job's environment: keep its GPUs in the journal
+    and rewrite it without the environment (its running shim read it long ago)."""
+    path = Path(entry.directory) / "spec.json"
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if "env" not in spec:
+        return
+    env = spec.pop("env") or {}
+    if not entry.gpu_uuids:
+        entry.gpu_uuids = [u for u in str(env.get("CUDA_VISIBLE_DEVICES") or "").split(",") if u]
+    spec.setdefault("gpu_uuids", entry.gpu_uuids)
+    write_json(path, spec)
 
 
 def _read_int(path: Path) -> int | None:

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from scalar.api.auth import install_security
+from scalar.api.openapi import OPENAPI_PATH, install_docs
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
 from scalar.api.routes_agent import AgentsPort, agent_router
@@ -41,9 +42,9 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         title="Scalar",
         version="0.1.0",
         description=DESCRIPTION,
-        docs_url="/docs",
+        docs_url=None,  # served from local assets by install_docs (api/openapi.py)
         redoc_url=None,
-        openapi_url="/openapi.json",
+        openapi_url=OPENAPI_PATH,
     )
     app.router.route_class = ProblemRoute
     install_problem_handlers(app)
@@ -89,29 +90,7 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
             "endpoints": endpoints,
         }
 
+    install_docs(app)
     mount_dashboard(app)
     app.state.control_plane = control_plane
-    _problems_in_openapi(app)
     return app
-
-
-def _problems_in_openapi(app: FastAPI) -> None:
-    """Error responses are ``application/problem+json``: move their schema under that media type."""
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        spec = generate()
-        for operations in spec.get("paths", {}).values():
-            for operation in operations.values():
-                for status, response in operation.get("responses", {}).items():
-                    content = response.get("content", {})
-                    if status[:1] in {"4", "5"} and "application/problem+json" in content:
-                        schema = content.pop("application/json", {}).get("schema")
-                        if schema is not None:
-                            content["application/problem+json"] = {"schema": schema}
-        app.openapi_schema = spec
-        return spec
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -53,10 +53,11 @@ AGENT_MAX_BODY_BYTES = 8 * MAX_BODY_BYTES
 RATE_PER_S = 50.0
 RATE_BURST = 200.0
 
-# Served to anyone: health, the login page, the dashboard's static files, and the node agent's own routes
-# (which check the agent's join or node token themselves).
-PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout", "/favicon.ico"})
-PUBLIC_PREFIXES = ("/ui/static/", "/static/", AGENT_PREFIX)
+# Served to anyone: health, the login page, the dashboard's static files, the API's documentation (it
+# holds no data: api/openapi.py) and the node agent's own routes (which check the agent's join or node
+# token themselves).
+PUBLIC_PATHS = frozenset({"/healthz", LOGIN_PATH, "/logout", "/favicon.ico", "/openapi.json", "/docs"})
+PUBLIC_PREFIXES = ("/ui/static/", "/static/", "/docs/assets/", AGENT_PREFIX)
 # (path prefix, methods or None for every method): admin tokens only.
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ADMIN_ONLY: tuple[tuple[str, frozenset[str] | None], ...] = (
@@ -391,8 +392,12 @@ class TenantScoped:
         result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
         return result
 
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._inner.list_jobs(state, limit, offset, tenant=tenant_filter())
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._inner.list_jobs(
+            state, limit, offset, tenant=tenant_filter(), newest_first=newest_first
+        )
         return result
 
     def explain_job(self, job_id: str) -> Any:

@@ -15,8 +15,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError, ResponseValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from scalar.domain.reasons import Reason
 from scalar.wire.jobs import FIELD_FIXES, FieldProblem, ProblemDetails, field_problems
@@ -69,6 +70,7 @@ PARAMETER_FIXES: dict[str, str] = {
     "state": "give one of PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, CANCELLED, PREEMPTED, REJECTED",
     "limit": "give a whole number from 1 to 1000",
     "offset": "give a whole number from 0 up",
+    "order": "give oldest (submission order) or newest",
     "instance_type": 'give an instance type sold on an orderbook, e.g. "8xH100"',
     "node_count": "give a whole number of nodes from 1 to 1000",
     "gpus_per_node": "give a whole number of GPUs per node from 1 to 64 (default: the N of NxMODEL, else 8)",
@@ -217,13 +219,15 @@ async def _on_http(request: Request, exc: Exception) -> Response:
             instance=_instance(request),
         )
     elif status == 405:
+        allow = allowed_methods(request)
         body = problem(
             405,
             "method-not-allowed",
             f"{request.method} is not allowed on {request.url.path}",
-            [FieldProblem(field="(method)", problem="is not allowed here", fix="see /docs for the methods")],
+            [FieldProblem(field="(method)", problem="is not allowed here", fix=f"use one of {allow}")],
             instance=_instance(request),
         )
+        return problem_response(body, {**(exc.headers or {}), "Allow": allow})
     elif status == 400:
         body = problem(
             400,
@@ -247,6 +251,21 @@ async def _on_http(request: Request, exc: Exception) -> Response:
             instance=_instance(request),
         )
     return problem_response(body, exc.headers)
+
+
+def allowed_methods(request: Request) -> str:
+    """The methods of the documented path this request's path is (FastAPI makes one route per method, so
+    the route that refused the request knows only its own). The most literal template wins, as in the
+    OpenAPI document: ``/jobs/preview`` is its own path, not ``/jobs/{job_id}``."""
+    by_template: dict[str, set[str]] = {}
+    path = request.url.path
+    for route in iter_route_contexts(request.app.routes):  # routes of included routers too
+        if route.methods and route.path and compile_path(route.path)[0].fullmatch(path):
+            by_template.setdefault(route.path, set()).update(route.methods)
+    if not by_template:
+        return ""
+    most_literal = min(by_template, key=lambda template: template.count("{"))
+    return ", ".join(sorted(by_template[most_literal]))
 
 
 def internal_problem(request: Request) -> ProblemDetails:

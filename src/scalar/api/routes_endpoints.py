@@ -17,7 +17,7 @@ from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService
-from scalar.wire.endpoints import EndpointSpecFile
+from scalar.wire.endpoints import EndpointSpecFile, spec_body_schema
 from scalar.wire.endpoints_api import (
     MAX_ID_LENGTH,
     MAX_WORKERS_SHOWN,
@@ -84,6 +84,7 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         response_model=EndpointOut,
         responses={422: {**_PROBLEM, "description": "invalid spec: the errors name each field and the fix"}},
         summary="Create a serverless endpoint",
+        openapi_extra=spec_body_schema(create=True),
     )
     def create_endpoint(
         response: Response,
@@ -148,6 +149,7 @@ def endpoints_router(service: EndpointService) -> APIRouter:
             422: {**_PROBLEM, "description": "the changed spec is invalid"},
         },
         summary="Change an endpoint's spec (the fields given replace the current ones)",
+        openapi_extra=spec_body_schema(create=False),
     )
     def update_endpoint(
         endpoint_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH),

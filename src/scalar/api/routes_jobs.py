@@ -15,7 +15,16 @@ from scalar.api.problems import (
     rejection_problem,
 )
 from scalar.runtime.service import JobRejectedError
-from scalar.wire.jobs import JOB_STATES, FieldProblem, JobListOut, JobOut, JobSubmission, ProblemDetails
+from scalar.wire.jobs import (
+    JOB_STATES,
+    FieldProblem,
+    JobListOut,
+    JobOrder,
+    JobOut,
+    JobSubmission,
+    ProblemDetails,
+    one_of,
+)
 
 MAX_LIMIT = 1000
 MAX_OFFSET = 1_000_000_000
@@ -84,14 +93,21 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
     )
     def list_jobs(
         state: str | None = Query(
-            None, max_length=20, description="only jobs in this state: " + ", ".join(JOB_STATES)
+            None,
+            max_length=20,
+            description="only jobs in this state: " + ", ".join(JOB_STATES),
+            json_schema_extra=one_of(JOB_STATES),
         ),
         limit: int = Query(100, ge=1, le=MAX_LIMIT, description="at most this many jobs"),
         offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many jobs first"),
+        order: JobOrder = Query("oldest", description="oldest (submission order) or newest first"),
     ) -> Any:
         wanted = _state_filter(state)
-        jobs = [_job(j) for j in control_plane.list_jobs(state=wanted, limit=limit, offset=offset)]
-        return JobListOut(jobs=jobs, count=len(jobs), limit=limit, offset=offset, state=wanted)
+        found = control_plane.list_jobs(
+            state=wanted, limit=limit, offset=offset, newest_first=order == "newest"
+        )
+        jobs = [_job(j) for j in found]
+        return JobListOut(jobs=jobs, count=len(jobs), limit=limit, offset=offset, state=wanted, order=order)
 
     @router.get(
         "/jobs/{job_id}",

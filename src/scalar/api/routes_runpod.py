@@ -219,7 +219,8 @@ def _request_id() -> Any:
 
 
 def _run_body() -> dict[str, Any]:
-    return {"requestBody": {"content": {"application/json": {"schema": RunRequest.model_json_schema()}}}}
+    schema = RunRequest.model_json_schema()  # its $defs move to components (api/openapi.py)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def runpod_router(service: EndpointService) -> APIRouter:

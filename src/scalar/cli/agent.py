@@ -11,14 +11,17 @@ version to run).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from scalar.agent.shim import private_dir
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
@@ -78,6 +81,34 @@ def register(app: typer.Typer) -> None:
         heartbeat_s: float | None = typer.Option(
             None, "--heartbeat-s", help="Seconds between heartbeats (default: what the controller says)."
         ),
+        job_user: str | None = typer.Option(
+            None,
+            "--job-user",
+            envvar="SCALAR_AGENT_JOB_USER",
+            help="per-tenant (default; needs root): each tenant's jobs under a uid of their own; "
+            "same-user: as the agent's user.",
+        ),
+        sandbox: str = typer.Option(
+            "auto",
+            "--sandbox",
+            envvar="SCALAR_AGENT_SANDBOX",
+            help="bwrap: jobs under bubblewrap; auto (default): bwrap when root and installed; none.",
+        ),
+        uid_range: str = typer.Option(
+            "200000-265535", "--uid-range", help="uids of per-tenant jobs, LOW-HIGH."
+        ),
+        hide: list[str] = typer.Option([], "--hide", help="A path jobs may not see (repeat)."),
+        pass_env: list[str] = typer.Option(
+            [],
+            "--pass-env",
+            help="A variable of the agent's passed to jobs (repeat; or $SCALAR_AGENT_PASS_ENV, a,b).",
+        ),
+        log_max_bytes: int | None = typer.Option(
+            None,
+            "--log-max-bytes-per-attempt",
+            min=1,
+            help="Output shipped per attempt (default 64 MiB); the rest is dropped and the log says so.",
+        ),
         agent_version: str | None = typer.Option(None, "--agent-version", hidden=True),
         agent_protocol: int | None = typer.Option(None, "--agent-protocol", hidden=True),
         version: bool = typer.Option(
@@ -89,8 +120,17 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run the node agent: register this host with the controller and run the work placed on it."""
+        from scalar.agent import isolation as iso_mod
         from scalar.agent.node_agent import AgentOptions, run_agent
 
+        if job_user is not None and job_user not in iso_mod.JOB_USERS:
+            fail(f"--job-user {job_user!r}: use per-tenant or same-user")
+        if sandbox not in iso_mod.SANDBOXES:
+            fail(f"--sandbox {sandbox!r}: use auto, bwrap or none")
+        try:
+            uids = iso_mod.parse_uid_range(uid_range)
+        except iso_mod.IsolationError as err:
+            fail(f"--uid-range: {err}")
         options = AgentOptions(
             controller=controller,
             state_dir=state_dir,
@@ -100,7 +140,15 @@ def register(app: typer.Typer) -> None:
             instance_id=instance_id,
             contract_expires_at=contract_expires_at,
             heartbeat_s=heartbeat_s,
+            job_user=job_user,
+            sandbox=sandbox,
+            uid_range=uids,
+            hide=tuple(hide),
+            pass_env=tuple(pass_env)
+            or tuple(n for n in os.environ.get("SCALAR_AGENT_PASS_ENV", "").split(",") if n),
         )
+        if log_max_bytes is not None:
+            options.log_max_bytes_per_attempt = log_max_bytes
         if agent_version is not None:
             options.version = agent_version
         if agent_protocol is not None:
@@ -147,25 +195,77 @@ def register(app: typer.Typer) -> None:
 LOCAL_FAKE_GPUS = "8xH100-80GB"
 
 
-def start_local_agent(control_plane: Any, url: str, data_dir: Path) -> subprocess.Popen[bytes]:
+# What the demo's local agent inherits of `scalar up`'s environment: nothing that holds a credential
+# ($SCALAR_SECRET_KEY, $SCALAR_DATABASE_URL, tokens) or that a job must not see.
+LOCAL_AGENT_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "PYTHONPATH", "SCALAR_AGENT_NO_CGROUPS")
+
+
+def local_agent_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The scrubbed environment of `scalar up --demo`'s agent."""
+    return {k: environ[k] for k in LOCAL_AGENT_ENV if k in environ}
+
+
+def local_isolation_args(settings: Any, euid: int) -> tuple[list[str], str | None]:
+    """`scalar agent` flags from ``[agents]``, and a warning when a non-root `scalar up` falls back to
+    ``same-user`` (so the demo keeps running jobs)."""
+    job_user = str(getattr(settings, "agent_job_user", "per-tenant"))
+    warning = None
+    if job_user == "per-tenant" and euid != 0:
+        job_user = "same-user"
+        warning = (
+            f"warning: running as uid {euid}, not root: the local agent runs jobs as this same user "
+            "(job_user = same-user), so a job can read what you can, this data dir included; run as root "
+            "for per-tenant uids and a sandbox (docs/security.md)"
+        )
+    low, high = getattr(settings, "agent_uid_range", (200000, 265535))
+    args = [
+        "--job-user",
+        job_user,
+        "--sandbox",
+        str(getattr(settings, "agent_sandbox", "auto")),
+        "--uid-range",
+        f"{low}-{high}",
+    ]
+    cap = getattr(settings, "agent_log_max_bytes_per_attempt", None)
+    if cap is not None:
+        args += ["--log-max-bytes-per-attempt", str(int(cap))]
+    return args, warning
+
+
+def start_local_agent(
+    control_plane: Any, url: str, data_dir: Path, settings: Any = None
+) -> subprocess.Popen[bytes]:
     """``scalar up --demo``: a ``scalar agent`` process with fake GPUs against this server, registered as a
     user-owned fixed-capacity block of provider ``local`` (its state dir is ``<data dir>/agent``, so a
-    restart resumes the same node and re-adopts its jobs). Its output goes to ``<data dir>/agent.log``."""
+    restart resumes the same node and re-adopts its jobs). Its output goes to ``<data dir>/agent.log``.
+
+    It starts with a scrubbed environment (``LOCAL_AGENT_ENV``), runs jobs as ``[agents]`` says (a
+    non-root `scalar up` falls back to same-user, with a warning on stderr), and hides the data dir from
+    sandboxed jobs."""
     from scalar.wire.agent import JoinTokenRequest
 
-    state_dir = Path(data_dir) / "agent"
-    state_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(data_dir)
+    private_dir(data_dir)
+    state_dir = private_dir(data_dir / "agent")
     args = ["--controller", url, "--state-dir", str(state_dir), "--fake-gpus", LOCAL_FAKE_GPUS]
+    isolation, warning = local_isolation_args(settings, os.geteuid())
+    if warning is not None:
+        sys.stderr.write(warning + "\n")
+    args += [*isolation, "--hide", str(data_dir.resolve())]
+    if "PYTHONPATH" in os.environ:
+        args += ["--pass-env", "PYTHONPATH"]  # a source checkout: endpoint workers import the same code
     if not (state_dir / "identity.json").is_file():
         token = control_plane.agents.create_join_token(JoinTokenRequest(provider="local", ttl_s=600))
         args += ["--join-token", token["token"], "--hostname", "local"]
-    log = open(Path(data_dir) / "agent.log", "ab")  # noqa: SIM115 - the child owns it
+    fd = os.open(data_dir / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = open(fd, "ab")  # noqa: SIM115 - the child owns it
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "scalar.agent", *args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=local_agent_env(os.environ),
         )
     finally:
         log.close()

@@ -30,6 +30,8 @@ def print_costs(c: dict[str, Any]) -> None:
             hours(p.get("delivered_gpu_hours")),
             hours(p.get("idle_gpu_hours")),
             usd(p.get("idle_cost"), 4),
+            hours(p.get("sold_back_gpu_hours")),
+            usd(p.get("sold_back_revenue"), 4),
             usd(p.get("cost_per_delivered_gpu_hour"), 4),
         ]
         for p in c.get("by_provider") or []
@@ -43,6 +45,8 @@ def print_costs(c: dict[str, Any]) -> None:
         hours(c.get("delivered_gpu_hours")),
         hours(c.get("idle_gpu_hours")),
         usd(c.get("idle_cost"), 4),
+        hours(c.get("sold_back_gpu_hours")),
+        usd(c.get("sold_back_revenue"), 4),
         usd(c.get("cost_per_delivered_gpu_hour"), 4),
     ]
     headers = [
@@ -54,14 +58,16 @@ def print_costs(c: dict[str, Any]) -> None:
         "delivered_gpu_h",
         "idle_gpu_h",
         "idle_cost",
+        "resold_gpu_h",
+        "resold_usd",
         "usd_per_delivered_gpu_h",
     ]
     show(table(headers, rows, "COSTS BY PROVIDER (USD)", total))
     tenants = c.get("by_tenant") or []
     if tenants:
+        # Each tenant's GPU-hours and cost, and (idle): paid for, held by no job (an admin sees all rows).
         trows = [[t.get("tenant"), hours(t.get("gpu_hours")), usd(t.get("cost"), 4)] for t in tenants]
-        idle = ["(idle, no tenant)", hours(c.get("idle_gpu_hours")), usd(c.get("idle_cost"), 4)]
-        show(table(["tenant", "gpu_h", "cost"], trows, "COSTS BY TENANT (USD)", idle))
+        show(table(["tenant", "gpu_h", "cost"], trows, "COSTS BY TENANT (USD)"))
     series = c.get("series") or []
     if series:
         spends = [Decimal(p.get("spend") or 0) for p in series]

@@ -299,8 +299,9 @@ def run_up(settings: Any) -> int:
         return STARTUP_FAILED
     stopper = _Stopper()
     stopper.install()
-    if settings.database_url.startswith("sqlite"):
-        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)  # admin.token, secret.key, scalar.db and the local agent's state live here
     control_plane = ControlPlane(settings)
     try:
         control_plane.start()
@@ -337,7 +338,7 @@ def run_up(settings: Any) -> int:
             demo.start()
             workers.append(demo)
             # a local node agent with fake GPUs, so jobs with a command run as processes (docs/agent.md)
-            local_agent = start_local_agent(control_plane, url, Path(settings.data_dir))
+            local_agent = start_local_agent(control_plane, url, Path(settings.data_dir), settings)
             for line in local_agent_lines(url, Path(settings.data_dir)):
                 say(line)
         while not stopper.event.wait(0.5):

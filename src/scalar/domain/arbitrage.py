@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from scalar.domain.errors import DomainError, InvalidSpecError
+from scalar.domain.gpus import canonical_gpu_model as canonical_gpu_model  # the registry's; re-exported
 from scalar.domain.money import round_cents
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
@@ -38,16 +39,6 @@ DEFAULT_WEIGHTS = (0.6, 0.3, 0.1)  # price, availability, efficiency (each term 
 SEED_WEIGHTS = (0.5, 0.3, 0.2)
 
 ALTERNATIVES = 3
-
-
-def canonical_gpu_model(name: str) -> str:
-    """``nvidia-a100`` -> ``A100``; ``h100`` -> ``H100``: the seed's names onto the catalogs' names."""
-    text = name.strip()
-    for prefix in ("nvidia-", "nvidia ", "nvidia_"):
-        if text.lower().startswith(prefix):
-            text = text[len(prefix) :]
-            break
-    return text.strip().upper()
 
 
 def effective_interruption_rate(offer: Offer) -> float:

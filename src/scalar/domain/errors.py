@@ -22,3 +22,15 @@ class InvalidSpecError(DomainError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"{field}: {problem}", hint)
+
+
+class UnknownGpuModelError(DomainError, LookupError):
+    """A GPU model name the registry (``scalar.domain.gpus``) does not know."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(
+            f"{name!r} is not a known GPU model.",
+            f"use one of {', '.join(sorted(known))} (or an alias of one; docs/gpus.md lists them)",
+        )

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.tier import Tier
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -338,13 +339,14 @@ class Job:
         return self.share_gpu and self.vram_per_gpu_gb < slot.vram_total_gb
 
     def allows_model(self, gpu_model: str | None) -> bool:
-        """Whether the job accepts ``gpu_model`` (case-insensitive). An unknown model passes only if any does."""
+        """Whether the job accepts ``gpu_model``, in any spelling of it (``H100-SXM`` is an ``H100``: the GPU
+        registry, ``scalar.domain.gpus``). An unknown model passes only if any does."""
         if self.gpu_models is None:
             return True
         if gpu_model is None:
             return False
-        wanted = gpu_model.upper()
-        return any(model.upper() == wanted for model in self.gpu_models)
+        wanted = canonical_gpu_model(gpu_model)
+        return any(canonical_gpu_model(model) == wanted for model in self.gpu_models)
 
     def model_preference(self, gpu_model: str | None) -> int:
         """Where ``gpu_model`` comes in the job's ``gpu_models`` (0: first); 0 for a job without a list.
@@ -353,9 +355,9 @@ class Job:
         if self.gpu_models is None:
             return 0
         if gpu_model is not None:
-            wanted = gpu_model.upper()
+            wanted = canonical_gpu_model(gpu_model)
             for position, model in enumerate(self.gpu_models):
-                if model.upper() == wanted:
+                if canonical_gpu_model(model) == wanted:
                     return position
         return len(self.gpu_models)
 

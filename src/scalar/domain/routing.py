@@ -256,18 +256,25 @@ def _validate(groups: Sequence[ScaleGroup], entries: Sequence[DemandEntry], now:
 
 
 def route_demand(
-    groups: Sequence[ScaleGroup], demand_entries: Sequence[DemandEntry], now: datetime
+    groups: Sequence[ScaleGroup],
+    demand_entries: Sequence[DemandEntry],
+    now: datetime,
+    *,
+    memo: bool = True,
 ) -> RoutingDecision:
     """Route every demand entry to a scale group or to the unmet list, and decide the slices to launch.
 
     ``now`` (UTC-aware) only decides availability: a group in backoff whose ``backoff_until`` has passed
-    is available again. Raises ``RoutingInputError`` on duplicate group names, task ids or coschedule ids.
+    is available again. ``memo``: remember each group's structural verdict per demand shape (the fast
+    path); ``False`` decides every entry from scratch, the reference the memo must match decision for
+    decision (tests/engine/test_autoscaler_speed_equivalence.py). Raises ``RoutingInputError`` on
+    duplicate group names, task ids or coschedule ids.
     """
     _validate(groups, demand_entries, now)
     ordered = sorted_by_priority(groups)
     plans = {g.name: _Plan(g, now) for g in ordered}
     outcomes: dict[int, _Routed | Reason] = {}
-    verdicts = _ShapeVerdicts(memo=not _STRAIGHTFORWARD)
+    verdicts = _ShapeVerdicts(memo=memo)
 
     for index, entry in enumerate(demand_entries):
         if entry.invalid_reason is not None:
@@ -282,11 +289,6 @@ def route_demand(
     for plan in plans.values():
         _final_repack(plan)
     return _decision(ordered, plans, demand_entries, outcomes)
-
-
-#: Tests and ``bench.load --compare`` set this to route without the shape-verdict memo (the
-#: reference path the memo must match decision for decision: tests/engine/test_autoscaler_speed_equivalence.py).
-_STRAIGHTFORWARD = False
 
 
 def _shape_key(entry: DemandEntry) -> tuple[object, ...]:

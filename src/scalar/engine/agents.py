@@ -23,8 +23,8 @@ from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
-from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.errors import DomainError
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.market import BlockGrant, NodeState
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
@@ -81,7 +81,9 @@ def on_host_registered(state: ClusterState, event: HostRegistered) -> None:
             end_time=max(end, state.at),
             cost_per_hour=price * event.gpu_count,
             tier=tier,
-            gpu_model=canonical_gpu_model(event.gpu_model) if event.gpu_model else None,
+            gpu_model=canonical_gpu_model(event.gpu_model, event.vram_per_gpu_gb)
+            if event.gpu_model
+            else None,
             cuda_version=event.cuda_version,
             driver_version=event.driver_version,
         )

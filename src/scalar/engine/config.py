@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit, limits_from_list
 
@@ -132,14 +133,17 @@ class ControllerConfig:
       than that lasts the job's duration + safety margin + request and boot timeouts instead.
     - ``request_timeout_s``: a purchase not filled by then fails and its group backs off (``backoff_s``).
     - ``boot_timeout_s``: a node not READY this long after its purchase filled fails, same backoff.
-    - ``idle_release_s``: a block whose nodes have all been idle this long is released (never below a
-      group's ``min_slices``).
+    - ``idle_release_s``: the longest an idle block is held before it is released (never below a group's
+      ``min_slices``): a block paid whole (SFCompute) is held exactly this; a node billed for its running
+      time less, from its billing unit and the arrival forecast (``domain.release.idle_hold``).
     - ``flex_batch_wait_s`` / ``flex_batch_gpus``: FLEX demand buys only when its oldest waiting job has
       waited ``flex_batch_wait_s`` or the waiting FLEX jobs need ``flex_batch_gpus`` GPUs (a node's worth).
     - ``safety_margin_s``: no job starts on a node that ends within its duration + this margin (seed 001).
     - ``reservation_s``: nodes bought for jobs are held for those jobs (other jobs may not take them) while
       their slice boots and for this long after it is READY, so a gang is never robbed of half its block.
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
+    - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
+      routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
     """
 
     scale_groups: tuple[ScaleGroupConfig, ...] = (ScaleGroupConfig(),)
@@ -159,6 +163,7 @@ class ControllerConfig:
     max_job_attempts: int = 3
     agent_providers: tuple[str, ...] = ()
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
+    routing_memo: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):
@@ -196,9 +201,19 @@ class ControllerConfig:
         _count("max_job_attempts", self.max_job_attempts, 1)
         if not isinstance(self.agent_providers, tuple):
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
+        if not isinstance(self.routing_memo, bool):
+            raise ConfigError("routing_memo", f"must be true or false, got {self.routing_memo!r}")
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.tiers[tier].max_price_per_gpu_hour
+
+    @property
+    def procurement(self) -> ProcurementPolicy:
+        """The one procurement policy the controller decides with: the seed's numbers, the tiers' caps."""
+        return ProcurementPolicy(
+            flex_max_price_per_gpu_hour=self.cap_for(Tier.FLEX),
+            fast_max_price_per_gpu_hour=self.cap_for(Tier.FAST),
+        )
 
     # ---- plain dicts (the config file) ---------------------------------------------------------------
 

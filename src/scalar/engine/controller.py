@@ -20,6 +20,7 @@ report is ignored and written into the story. Only a naive ``now`` (no time zone
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import chain
@@ -28,6 +29,7 @@ from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
+from scalar.engine import costs as cost_accounting
 from scalar.engine import queries
 from scalar.engine.actions import Action
 from scalar.engine.agents import (
@@ -153,6 +155,7 @@ class Controller:
             message = "; ".join(r.message for r in problems)
             state.move_job(rec, JobState.REJECTED, Reason("invalid_spec", f"job {job_id} refused: {message}"))
             return
+        state.arrivals.setdefault(job.tier, deque()).append(state.at)  # the arrival forecast (housekeeping)
         state.move_job(
             rec,
             JobState.PENDING,
@@ -298,7 +301,7 @@ class Controller:
         return tuple(queries.node_view(r) for r in self.state.nodes.values())
 
     def blocks(self) -> tuple[queries.BlockView, ...]:
-        return tuple(queries.block_view(r) for r in self.state.blocks.values())
+        return tuple(queries.block_view(r, self.state) for r in self.state.blocks.values())
 
     def orders(self) -> tuple[queries.OrderView, ...]:
         return tuple(queries.order_view(r) for r in self.state.orders.values())
@@ -315,9 +318,9 @@ class Controller:
     def story(self, key: str) -> tuple[StoryEntry, ...]:
         return queries.story(self.state, key)
 
-    def costs(self, tenant: str | None = None) -> queries.CostReport:
+    def costs(self, tenant: str | None = None) -> cost_accounting.CostReport:
         """Spend; ``by_tenant`` splits it by the GPU-hours tenants' jobs held (only ``tenant``'s row if given)."""
-        return queries.costs(self.state, tenant)
+        return cost_accounting.costs(self.state, tenant)
 
     @property
     def now(self) -> datetime | None:

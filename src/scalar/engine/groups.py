@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from scalar.domain.arbitrage import canonical_gpu_model
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.offers import Offer
 from scalar.domain.packing_model import Job
 from scalar.domain.reasons import Reason

@@ -5,8 +5,10 @@ and the money that accrues while blocks are held.
 - A REQUESTING slice older than ``request_timeout_s`` fails (its order EXPIRES; a later fill is still
   adopted) and its group backs off. A node not READY ``boot_timeout_s`` after its purchase filled fails,
   same backoff. A block with no live node left is released so it stops costing money.
-- A block whose nodes have all been READY and idle for ``idle_release_s`` is released, unless that would
-  take its group below ``min_slices``.
+- A block whose nodes have all been READY and idle for its hold is released, unless that would take its
+  group below ``min_slices``. The hold (``domain.release.idle_hold``): ``idle_release_s`` for a block paid
+  whole (SFCompute); for a seller billing running time, from its billing unit, the time the block took
+  from purchase to READY and the arrivals of its tier's jobs in the last hour.
 - Accrual: between two steps each open block costs ``price x GPUs x time``; the GPUs that held a job in
   that time are the delivered GPU-hours (state between steps is constant, so this is exact).
 """
@@ -18,9 +20,11 @@ from decimal import Decimal
 
 from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
+from scalar.domain.release import DEFAULT_RESTART_S, idle_hold
+from scalar.domain.tier import Tier
 from scalar.engine.config import ControllerConfig
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
-from scalar.engine.state import ClusterState
+from scalar.engine.state import BlockRecord, ClusterState, NodeRecord
 from scalar.engine.transitions import back_off, lose_node, older_than, release_block
 
 _HOUR = Decimal(3600)
@@ -139,6 +143,28 @@ def release_dead_blocks(state: ClusterState, now: datetime) -> None:
         )
 
 
+ARRIVAL_WINDOW = timedelta(hours=1)
+
+
+def arrivals_per_hour(state: ClusterState, tier: Tier, now: datetime) -> float:
+    """Jobs of ``tier`` submitted in the last hour (older arrivals are forgotten)."""
+    seen = state.arrivals.get(tier)
+    if not seen:
+        return 0.0
+    while seen and seen[0] <= now - ARRIVAL_WINDOW:
+        seen.popleft()
+    return float(len(seen)) * (3600.0 / ARRIVAL_WINDOW.total_seconds())
+
+
+def restart_s(state: ClusterState, block: BlockRecord, nodes: list[NodeRecord]) -> float:
+    """How long this block took from its purchase to READY: what buying it again would take."""
+    order = state.orders.get(block.order_key) if block.order_key else None
+    ready = [n.ready_at for n in nodes if n.ready_at is not None]
+    if order is None or not ready:
+        return DEFAULT_RESTART_S
+    return max(0.0, (max(ready) - order.placed_at).total_seconds())
+
+
 def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
     live_nodes: dict[str, int] = {}
     for node in state.nodes.values():
@@ -148,10 +174,16 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
         if not block.open or block.fixed:
             continue
         nodes = [state.nodes[n] for n in block.node_ids if n in state.nodes and state.nodes[n].live]
-        if not nodes or not all(
-            n.state is NodeState.READY and not n.jobs and older_than(n.idle_since, now, config.idle_release_s)
-            for n in nodes
-        ):
+        if not nodes or not all(n.state is NodeState.READY and not n.jobs and n.idle_since for n in nodes):
+            continue
+        idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
+        hold = idle_hold(
+            block.grant.provider,
+            restart_s=restart_s(state, block, nodes),
+            arrivals_per_hour=arrivals_per_hour(state, nodes[0].node.tier, now),
+            max_hold_s=config.idle_release_s,
+        )
+        if idle_s < hold.hold_s:
             continue
         group = state.groups.get(block.group)
         keep = group.min_slices * group.slice_size if group is not None else 0
@@ -173,14 +205,13 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
                     ),
                 )
             continue
-        idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
         reason = Reason(
             "idle",
             f"block {block.grant.block_id} ({len(nodes)} nodes of {block.group}) has been idle for {idle_s:g} s "
-            f"(threshold {config.idle_release_s:g} s); {left} nodes stay in the group (min_slices "
-            f"{group.min_slices if group else 0})",
+            f"(threshold {hold.hold_s:g} s); {left} nodes stay in the group (min_slices "
+            f"{group.min_slices if group else 0}). The threshold: {hold.reason.message}",
             "idle_s",
-            config.idle_release_s,
+            hold.hold_s,
             idle_s,
         )
         release_block(state, block, "idle", reason)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.errors import DomainError
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.market import BlockGrant, NodeState, Order, OrderState
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
@@ -101,7 +101,7 @@ def _block_of(grant: BlockGrant, rec: OrderRecord) -> Block:
         end_time=grant.end_time,
         cost_per_hour=grant.price_per_gpu_hour * grant.gpus_per_node,
         tier=rec.request.tier,
-        gpu_model=canonical_gpu_model(grant.gpu_model) if grant.gpu_model else None,
+        gpu_model=canonical_gpu_model(grant.gpu_model, grant.vram_per_gpu_gb) if grant.gpu_model else None,
         cuda_version=grant.cuda_version,
         driver_version=grant.driver_version,
     )

@@ -5,7 +5,8 @@ Money is exact (``Decimal``, rounded to micro-dollars); times are the step times
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -16,7 +17,7 @@ from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import Action, WorkPlacement
-from scalar.engine.budget import tenant_of
+from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now
 from scalar.engine.groups import availability_of
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.state import (
@@ -26,12 +27,11 @@ from scalar.engine.state import (
     JobRecord,
     NodeRecord,
     OrderRecord,
+    PlacementSpan,
     PlacementSummary,
     StoryEntry,
     UnmetDemandView,
 )
-
-_HOUR = Decimal(3600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,7 @@ class JobView:
     placements: tuple[WorkPlacement, ...]
     preemptions: int
     order_key: str | None
+    placement_history: tuple[PlacementSpan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,14 @@ class BlockView:
     status: str  # open | released | ended
     committed: Decimal
     accrued: Decimal
+    # The engine's accounting as of ``accounted_at`` (engine/costs.py): exact GPU-seconds paid for and held
+    # per tenant, the GPUs holding each tenant's jobs then (what /costs extrapolates by), resale.
+    accounted_at: datetime | None = None
+    paid_gpu_s: Decimal = Decimal(0)
+    busy_gpu_s_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
+    busy_gpus_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
+    sold_back_gpu_s: Decimal = Decimal(0)
+    sold_back_revenue: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,42 +189,6 @@ class AutoscalerStatus:
     recent_actions: tuple[Action, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderCost:
-    provider: str
-    committed: Decimal
-    accrued: Decimal
-    paid_gpu_hours: Decimal
-    delivered_gpu_hours: Decimal
-    idle_gpu_hours: Decimal
-    idle_cost: Decimal
-
-
-@dataclass(frozen=True, slots=True)
-class TenantCost:
-    """One tenant's part of the spend: the GPU-hours its jobs held and their share of the blocks' cost."""
-
-    tenant: str
-    gpu_hours: Decimal
-    cost: Decimal
-
-
-@dataclass(frozen=True, slots=True)
-class CostReport:
-    """Spend so far (accrued while blocks were held), the contracts' full value (committed), $ per
-    delivered GPU-hour (a GPU holding a job) and what idle GPUs cost."""
-
-    by_provider: tuple[ProviderCost, ...]
-    committed: Decimal
-    accrued: Decimal
-    paid_gpu_hours: Decimal
-    delivered_gpu_hours: Decimal
-    idle_cost: Decimal
-    cost_per_delivered_gpu_hour: Decimal | None
-    # Shared blocks' cost split by the GPU-hours each tenant's jobs held; idle capacity is ``idle_cost``.
-    by_tenant: tuple[TenantCost, ...] = ()
-
-
 def job_view(rec: JobRecord) -> JobView:
     spec, job = rec.spec, rec.job
     assert rec.state is not None
@@ -239,6 +212,7 @@ def job_view(rec: JobRecord) -> JobView:
         placements=tuple(WorkPlacement(n, ix) for n, ix in rec.placements.items()),
         preemptions=rec.preemptions,
         order_key=rec.order_key,
+        placement_history=tuple(rec.history),
     )
 
 
@@ -270,8 +244,8 @@ def node_view(rec: NodeRecord) -> NodeView:
     )
 
 
-def block_view(rec: BlockRecord) -> BlockView:
-    status = "released" if rec.released_at else "ended" if rec.ended_at else "open"
+def block_view(rec: BlockRecord, state: ClusterState) -> BlockView:
+    status = block_status(rec)
     return BlockView(
         block_id=rec.grant.block_id,
         provider=rec.grant.provider,
@@ -286,6 +260,12 @@ def block_view(rec: BlockRecord) -> BlockView:
         status=status,
         committed=round_micros(rec.committed),
         accrued=round_micros(rec.accrued),
+        accounted_at=state.now,
+        paid_gpu_s=rec.paid_gpu_s,
+        busy_gpu_s_by_tenant=busy_by_tenant(state, rec.busy_gpu_s_by_job),
+        busy_gpus_by_tenant=busy_by_tenant(state, busy_gpus_now(state, rec)),
+        sold_back_gpu_s=rec.sold_back_gpu_s,
+        sold_back_revenue=rec.sold_back_revenue,
     )
 
 
@@ -407,50 +387,3 @@ def autoscaler_status(state: ClusterState) -> AutoscalerStatus:
 
 def story(state: ClusterState, key: str) -> tuple[StoryEntry, ...]:
     return tuple(state.story[i] for i in state.story_index.get(key, []))
-
-
-def costs(state: ClusterState, tenant: str | None = None) -> CostReport:
-    rows: dict[str, list[Decimal]] = {}
-    for block in state.blocks.values():
-        row = rows.setdefault(block.grant.provider, [Decimal(0)] * 6)
-        idle_s = block.paid_gpu_s - block.busy_gpu_s
-        idle_cost = block.accrued * idle_s / block.paid_gpu_s if block.paid_gpu_s else Decimal(0)
-        for i, value in enumerate(
-            (
-                block.committed,
-                block.accrued,
-                block.paid_gpu_s / _HOUR,
-                block.busy_gpu_s / _HOUR,
-                idle_s / _HOUR,
-                idle_cost,
-            )
-        ):
-            row[i] += value
-    providers = tuple(
-        ProviderCost(p, *(round_micros(v) for v in values)) for p, values in sorted(rows.items())
-    )
-    total = [
-        sum((getattr(p, f) for p in providers), Decimal(0))
-        for f in ("committed", "accrued", "paid_gpu_hours", "delivered_gpu_hours", "idle_cost")
-    ]
-    committed, accrued, paid, delivered, idle = total
-    per = round_micros(accrued / delivered) if delivered else None
-    return CostReport(providers, committed, accrued, paid, delivered, idle, per, _by_tenant(state, tenant))
-
-
-def _by_tenant(state: ClusterState, only: str | None) -> tuple[TenantCost, ...]:
-    """Each block's accrued cost split by the GPU-seconds each tenant's jobs held on it."""
-    seconds: dict[str, Decimal] = {}
-    cost: dict[str, Decimal] = {}
-    for block in state.blocks.values():
-        for job_id, held in block.busy_gpu_s_by_job.items():
-            rec = state.jobs.get(job_id)
-            tenant = tenant_of(rec.spec) if rec is not None else "default"
-            seconds[tenant] = seconds.get(tenant, Decimal(0)) + held
-            if block.paid_gpu_s:
-                cost[tenant] = cost.get(tenant, Decimal(0)) + block.accrued * held / block.paid_gpu_s
-    return tuple(
-        TenantCost(t, round_micros(seconds[t] / _HOUR), round_micros(cost.get(t, Decimal(0))))
-        for t in sorted(seconds)
-        if only is None or t == only
-    )

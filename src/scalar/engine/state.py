@@ -65,6 +65,17 @@ class PlacementSummary:
     at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementSpan:
+    """Where part of a job was held: ``gpu_indices`` of ``node_id`` from ``since`` to ``until`` (None while
+    it still holds them). Kept after the job finishes, so what it ran on stays known."""
+
+    node_id: str
+    gpu_indices: tuple[int, ...]
+    since: datetime
+    until: datetime | None = None
+
+
 @dataclass(slots=True)
 class JobRecord:
     spec: JobSpec
@@ -84,6 +95,7 @@ class JobRecord:
     routing_group: str | None = None
     order_key: str | None = None
     validation: tuple[Reason, ...] = ()
+    history: list[PlacementSpan] = field(default_factory=list)  # every placement, closed when released
 
 
 @dataclass(slots=True)
@@ -125,6 +137,8 @@ class BlockRecord:
     busy_gpu_s: Decimal = Decimal(0)
     paid_gpu_s: Decimal = Decimal(0)
     busy_gpu_s_by_job: dict[str, Decimal] = field(default_factory=dict)  # cost attribution (queries.costs)
+    sold_back_gpu_s: Decimal = Decimal(0)  # GPU-seconds of the contract resold to the market
+    sold_back_revenue: Decimal = Decimal(0)  # what the resale credited the buyer
     fixed: bool = False  # a user-owned host (bring your own node): never released for idleness
 
     @property
@@ -218,6 +232,8 @@ class ClusterState:
         self.story_index: dict[str, list[int]] = {}
         self.counters: dict[str, int] = {}
         self.now: datetime | None = None
+        # When each tier's jobs arrived lately (the arrival forecast of release_idle; pruned to an hour).
+        self.arrivals: dict[Tier, deque[datetime]] = {}
         self.cause = "init"
         self.steps = 0
         self.recent_actions: deque[Action] = deque(maxlen=RECENT_ACTIONS)
@@ -328,6 +344,7 @@ class ClusterState:
         node_rec.idle_since = None
         rec.parts[node_id] = part
         rec.placements[node_id] = gpu_indices
+        rec.history.append(PlacementSpan(node_id, gpu_indices, self.at))
 
     def release(self, rec: JobRecord) -> tuple[str, ...]:
         """Free every GPU, CPU and GB of RAM the job holds; return the node ids it was on."""
@@ -346,4 +363,7 @@ class ClusterState:
             self.schedule_dirty = True
         rec.parts = {}
         rec.placements = {}
+        for i, span in enumerate(rec.history):
+            if span.until is None:
+                rec.history[i] = PlacementSpan(span.node_id, span.gpu_indices, span.since, self.at)
         return tuple(freed)

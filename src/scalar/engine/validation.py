@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from scalar.domain.arbitrage import canonical_gpu_model
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.offers import Offer
 from scalar.domain.packing_model import MAX_CUDA_VERSIONS, Job, cuda_major_minor
 from scalar.domain.reasons import Reason

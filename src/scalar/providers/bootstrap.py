@@ -12,7 +12,8 @@ Steps, each failing with its own exit code and one ``error:`` line on stderr:
 3. the controller answers HTTP from this machine (exit 13);
 4. no agent already runs from ``DIR`` (exit 15); the agent starts in the background (``setsid nohup``),
    output in ``DIR/agent.log``, pid in ``DIR/agent.pid``, state in ``DIR/state`` (exit 14 when it dies at
-   once; the log's tail is printed).
+   once; the log's tail is printed). Run by a user other than root (and without ``SCALAR_AGENT_JOB_USER``)
+   it passes ``--job-user same-user`` and says so: only root can give each tenant a uid of its own.
 
 The join token reaches the agent through its environment (``SCALAR_JOIN_TOKEN``), not its command line.
 """
@@ -157,8 +158,15 @@ def render_startup_script(b: AgentBootstrap) -> str:
         'echo "bootstrap: $(date -u +%FT%TZ) scalar $VERSION from $("$PY" -c \'import scalar; '
         'print(scalar.__file__)\') with $PY" >>"$DIR/agent.log"',
         "SETSID=$(command -v setsid || true)",
-        '$SETSID nohup "$PY" -m scalar.agent "${AGENT_ARGS[@]}" --state-dir "$DIR/state" '
-        '>>"$DIR/agent.log" 2>&1 </dev/null &',
+        "# a non-root user cannot give each tenant a uid of its own: jobs run as this user (docs/security.md)",
+        "JOB_USER=()",
+        'if [ "$(id -u)" != 0 ] && [ -z "${SCALAR_AGENT_JOB_USER:-}" ]; then',
+        "  JOB_USER=(--job-user same-user)",
+        '  echo "bootstrap: not root: jobs run as $(id -un) (--job-user same-user); '
+        'run as root for per-tenant uids" | tee -a "$DIR/agent.log" >&2',
+        "fi",
+        '$SETSID nohup "$PY" -m scalar.agent "${AGENT_ARGS[@]}" ${JOB_USER[@]+"${JOB_USER[@]}"} '
+        '--state-dir "$DIR/state" >>"$DIR/agent.log" 2>&1 </dev/null &',
         'echo $! >"$DIR/agent.pid"',
         "sleep 1",
         'if ! kill -0 "$(cat "$DIR/agent.pid")" 2>/dev/null; then',

@@ -100,6 +100,7 @@ def assignment_spec(job: Mapping[str, Any], agent: repo.AgentRow, node_id: str) 
         "assignment_id": f"{job['id']}:{attempt}",
         "job_id": job["id"],
         "attempt": attempt,
+        "tenant": str(job.get("tenant") or "default"),
         "argv": list(command),
         "env": dict(job.get("env") or {}),
         "workdir": job.get("workdir"),

@@ -58,6 +58,7 @@ INBOX_KIND = "agent"
 TERMINAL_REPORTS = ("exited", "failed_to_start")
 LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
 MAX_LOG_READ_BYTES = 1_000_000
+LOG_PRUNE_EVERY_S = 60.0  # how often the leader applies [logs] max_bytes_per_tenant and retention_s
 REMOVED = "removed"  # the lease state of a removed host's agent: its token is refused (410) from then on
 ENDED_NODE_STATES = ("terminated", "failed")
 AUDIT_TENANT = "(system)"  # a node serves every tenant
@@ -118,6 +119,7 @@ class AgentService:
         self._leading: tuple[int | None, datetime] | None = None
         self._lock = threading.Lock()
         self._box: SecretBox | None = None
+        self._pruned_at: datetime | None = None
 
     def store(self) -> Store:
         return self._store()
@@ -128,10 +130,12 @@ class AgentService:
             self._box = SecretBox.load(self.settings.data_dir)
         return self._box
 
-    def _deliverable(self, spec: Mapping[str, Any]) -> Assignment:
+    def _deliverable(self, spec: Mapping[str, Any], *, with_env: bool = True) -> Assignment:
         """The stored assignment with its secret env values opened: only the agent's copy carries them
-        (the stored spec, the API, logs and the audit log keep them sealed)."""
-        return Assignment.model_validate({**spec, "env": open_env(spec.get("env"), self.secret_box())})
+        (the stored spec, the API, logs and the audit log keep them sealed). ``with_env`` False: an
+        assignment the agent reports it has started needs no environment again, so none is sent."""
+        env = open_env(spec.get("env"), self.secret_box()) if with_env else {}
+        return Assignment.model_validate({**spec, "env": env})
 
     # ---- join tokens ---------------------------------------------------------------------------------
 
@@ -347,7 +351,7 @@ class AgentService:
             done = (seen is not None and seen.state in TERMINAL_REPORTS) or row.state in TERMINAL_REPORTS
             if current and not row.cancel_requested:
                 if not done:
-                    desired.append(self._deliverable(row.spec))
+                    desired.append(self._deliverable(row.spec, with_env=seen is None))
             elif seen is not None and not done:
                 cancel.append(row.assignment_id)
         return HeartbeatReply(
@@ -401,13 +405,18 @@ class AgentService:
     # ---- leases (the leader calls this before each tick) ---------------------------------------------
 
     def check_leases(self, now: datetime, epoch: int | None) -> int:
-        """Move agents that missed their lease: READY -> SUSPECT after ``agent_suspect_after_s``, then LOST
+        """(With the stored job output's bounds applied when due: ``prune_logs``.) Move agents that missed their lease: READY -> SUSPECT after ``agent_suspect_after_s``, then LOST
         after ``agent_lost_after_s``. A new leader counts from when it started leading (agents could not
         reach a controller that was down). Returns how many moved."""
         with self._lock:
             if self._leading is None or self._leading[0] != epoch:
                 self._leading = (epoch, now)
             since = self._leading[1]
+            due = self._pruned_at is None or (now - self._pruned_at).total_seconds() >= LOG_PRUNE_EVERY_S
+            if due:
+                self._pruned_at = now
+        if due:
+            self.prune_logs(now)
         s = self.settings
         moved = 0
         with self._store().read() as tx:  # most ticks nobody is late: no write transaction then
@@ -556,6 +565,22 @@ class AgentService:
                 repo.add_log_chunk(tx.conn, row.assignment_id, row.job_id, row.attempt, stored, fresh, now)
             return stored + len(fresh)
 
+    def prune_logs(self, now: datetime) -> list[str]:
+        """Apply ``[logs]``: delete the output of finished jobs older than ``retention_s``, then, for each
+        tenant storing more than ``max_bytes_per_tenant``, its oldest finished jobs' output until it fits.
+        A running job's output is never deleted. Returns the jobs whose output went."""
+        with self._store().write() as tx:
+            stored = repo.stored_logs(tx.conn)
+            doomed = logs_to_prune(
+                stored,
+                now,
+                max_bytes_per_tenant=self.settings.logs_max_bytes_per_tenant,
+                retention_s=self.settings.logs_retention_s,
+            )
+            if doomed:
+                repo.delete_job_logs(tx.conn, doomed)
+        return doomed
+
     def job_logs(self, job_id: str, offset: int, attempt: int | None) -> dict[str, Any] | None:
         """The job's output from ``offset`` on (its latest attempt unless ``attempt``); None: no such job."""
         with self._store().read() as tx:
@@ -639,3 +664,26 @@ def _outcome(report: AssignmentReport) -> tuple[str | None, str | None]:
             return "succeeded", None
         return "failed", f"exited with code {report.exit_code}"
     return None, None
+
+
+def logs_to_prune(
+    stored: list[repo.StoredLog], now: datetime, *, max_bytes_per_tenant: int, retention_s: float
+) -> list[str]:
+    """The jobs whose stored output goes: every finished job's whose newest chunk is older than
+    ``retention_s``; then, per tenant over ``max_bytes_per_tenant``, finished jobs' output from the
+    oldest (newest chunk first received) on, until the tenant's total fits. Running jobs are kept."""
+    cutoff = now - timedelta(seconds=retention_s)
+    doomed = [log.job_id for log in stored if log.finished and log.last_at < cutoff]
+    gone = set(doomed)
+    by_tenant: dict[str, list[repo.StoredLog]] = {}
+    for log in stored:
+        if log.job_id not in gone:
+            by_tenant.setdefault(log.tenant, []).append(log)
+    for logs in by_tenant.values():
+        total = sum(log.size_bytes for log in logs)
+        for log in sorted((x for x in logs if x.finished), key=lambda x: (x.last_at, x.job_id)):
+            if total <= max_bytes_per_tenant:
+                break
+            doomed.append(log.job_id)
+            total -= log.size_bytes
+    return doomed

@@ -240,11 +240,12 @@ def owner_of(job: dict[str, Any]) -> str:
 
 
 def list_jobs_of_tenant(
-    tx: Tx, tenant: str, state: str | None, limit: int, offset: int
+    tx: Tx, tenant: str, state: str | None, limit: int, offset: int, newest_first: bool = False
 ) -> list[dict[str, Any]]:
-    return [
-        dict(r.data) for r in repo.list_jobs_of_tenant(tx.conn, tenant, state, limit=limit, offset=offset)
-    ]
+    rows = repo.list_jobs_of_tenant(
+        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first
+    )
+    return [dict(r.data) for r in rows]
 
 
 # ---- cluster-wide views seen by a tenant ---------------------------------------------------------------
@@ -377,7 +378,7 @@ def read_token_file(path: Path) -> str | None:
 
 def write_token_file(path: Path, token: str) -> None:
     """Write ``token`` readable by its owner only (0600), replacing any file there."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:

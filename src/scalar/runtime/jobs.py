@@ -4,7 +4,8 @@ The job dict is the JSON shape the API and CLI show (``docs/decisions/runtime.md
 
     {id, name, state, reason, reason_code, tier, gpu_count, vram_per_gpu_gb, cpu_cores, ram_gb,
      expected_duration_sec, priority, gpu_models, cuda_versions, share_gpu, submitted_at, started_at, finished_at,
-     placements: [{node_id, gpu_indices}], preemptions}
+     placements: [{node_id, gpu_indices}], placement_history: [{node_id, gpu_indices, from, to}],
+     preemptions}
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | 
         "started_at": None,
         "finished_at": None,
         "placements": [],
+        "placement_history": [],
         "preemptions": 0,
         "tenant": spec.tenant,
         "endpoint_id": spec.endpoint_id,
@@ -206,6 +208,15 @@ def job_dict(rec: JobRecord) -> dict[str, Any]:
         "started_at": _iso(view.started_at),
         "finished_at": _iso(view.finished_at),
         "placements": [{"node_id": p.node_id, "gpu_indices": list(p.gpu_indices)} for p in view.placements],
+        "placement_history": [
+            {
+                "node_id": s.node_id,
+                "gpu_indices": list(s.gpu_indices),
+                "from": _iso(s.since),
+                "to": _iso(s.until),
+            }
+            for s in view.placement_history
+        ],
         "preemptions": view.preemptions,
         "tenant": spec.tenant,
         "endpoint_id": spec.endpoint_id,

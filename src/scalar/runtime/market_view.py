@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from scalar.domain.arbitrage import Placement, PlacementDecision
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.money import round_micros, to_json_number
 from scalar.domain.offers import Offer
 from scalar.providers.base import Book
@@ -91,13 +92,17 @@ def select_offers(
     spot: bool | None = None,
     source: str | None = None,
 ) -> list[SourcedOffer]:
-    """Filter (GPU model and provider compared case-insensitively) and sort cheapest $/GPU-hour first."""
-    model = gpu_model.strip().upper() if gpu_model else None
+    """Filter (the GPU model in any spelling the registry knows, ``scalar.domain.gpus``; the provider
+    case-insensitively) and sort cheapest $/GPU-hour first."""
+    model = canonical_gpu_model(gpu_model) if gpu_model and gpu_model.strip() else None
     seller = provider.strip().lower() if provider else None
     kept = [
         i
         for i in items
-        if (model is None or (i.offer.gpu_model or "").upper() == model)
+        if (
+            model is None
+            or (i.offer.gpu_model is not None and canonical_gpu_model(i.offer.gpu_model) == model)
+        )
         and (seller is None or i.offer.provider.lower() == seller)
         and (spot is None or i.offer.spot == spot)
         and (source is None or i.source == source)

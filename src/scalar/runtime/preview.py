@@ -19,7 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from scalar.domain.arbitrage import canonical_gpu_model
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier

@@ -131,7 +131,7 @@ class Projector:
             block = state.blocks.get(block_id)
             if block is None:
                 continue
-            bview = block_view(block)
+            bview = block_view(block, state)
             tx.upsert_projection(
                 "blocks", block_id, bview.status, encode(bview), parent_id=bview.group, at=now
             )

@@ -56,7 +56,7 @@ class SecretBox:
                 ) from None
         path = Path(data_dir) / KEY_FILE_NAME
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:

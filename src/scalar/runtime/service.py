@@ -426,17 +426,21 @@ class ControlPlane:
         return dict(row.data) if ports is None else {**row.data, "allocated_ports": ports}
 
     def list_jobs(
-        self, state: str | None = None, limit: int = 100, offset: int = 0, tenant: str | None = None
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+        newest_first: bool = False,
     ) -> list[dict[str, Any]]:
-        """Jobs in submission order (ids sort by submission time), optionally only those in ``state``
-        (and, with ``tenant``, only that tenant's)."""
+        """Jobs in submission order (ids sort by submission time; ``newest_first``: the other way),
+        optionally only those in ``state`` (and, with ``tenant``, only that tenant's)."""
         store, _ = self._opened()
+        wanted = state.upper() if state else None
         with store.read() as tx:
             if tenant is not None:
-                return auth_mod.list_jobs_of_tenant(
-                    tx, tenant, state.upper() if state else None, limit, offset
-                )
-            rows = tx.list_projection("jobs", state.upper() if state else None, limit=limit, offset=offset)
+                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first)
+            rows = tx.list_projection("jobs", wanted, limit=limit, offset=offset, descending=newest_first)
         return [dict(r.data) for r in rows]
 
     # ---- tokens and the audit log (runtime/auth.py; docs/security.md) ----------------------------------

@@ -146,6 +146,15 @@ class Settings:
     agent_heartbeat_s: float = 2.0
     agent_suspect_after_s: float = 10.0
     agent_lost_after_s: float = 30.0
+    # how the agents run jobs (docs/security.md, "Jobs on a node"); `scalar up --demo`'s local agent takes
+    # them, other agents take the matching `scalar agent` flags
+    agent_job_user: str = "per-tenant"  # or "same-user"
+    agent_sandbox: str = "auto"  # "bwrap" | "none" | "auto" (bwrap when root and installed)
+    agent_uid_range: tuple[int, int] = (200000, 265535)
+    agent_log_max_bytes_per_attempt: int = 64 * 1024 * 1024
+    # [logs]: job output kept by the controller (oldest finished jobs' output pruned first)
+    logs_max_bytes_per_tenant: int = 1024 * 1024 * 1024
+    logs_retention_s: float = 7 * 86400.0
     holder: str = field(default_factory=new_holder)  # unique per process: host:pid:uuid4
     providers: ProvidersSettings = field(default_factory=ProvidersSettings)
     # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
@@ -186,6 +195,10 @@ _SEED = "seed"
 _RATE = "rate"
 _NAMES = "names"
 _WHOLE = "whole"
+_BYTES = "bytes"
+_JOB_USER = "job_user"
+_SANDBOX = "sandbox"
+_UID_RANGE = "uid_range"
 
 SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
     "server": {
@@ -221,6 +234,14 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "heartbeat_s": ("agent_heartbeat_s", _POSITIVE),
         "suspect_after_s": ("agent_suspect_after_s", _POSITIVE),
         "lost_after_s": ("agent_lost_after_s", _POSITIVE),
+        "job_user": ("agent_job_user", _JOB_USER),
+        "sandbox": ("agent_sandbox", _SANDBOX),
+        "uid_range": ("agent_uid_range", _UID_RANGE),
+        "log_max_bytes_per_attempt": ("agent_log_max_bytes_per_attempt", _BYTES),
+    },
+    "logs": {
+        "max_bytes_per_tenant": ("logs_max_bytes_per_tenant", _BYTES),
+        "retention_s": ("logs_retention_s", _POSITIVE),
     },
     "endpoints": {
         "max_request_retries": ("endpoint_max_request_retries", _WHOLE),
@@ -254,6 +275,24 @@ def _check(key: str, kind: str, value: Any, source: str) -> Any:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise bad(f"must be a whole number >= 0, got {value!r}")
         return value
+    if kind == _BYTES:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise bad(f"must be a whole number of bytes >= 1, got {value!r}", "e.g. 67108864 (64 MiB)")
+        return value
+    if kind in (_JOB_USER, _SANDBOX):
+        from scalar.agent import isolation as iso_mod
+
+        allowed = iso_mod.JOB_USERS if kind == _JOB_USER else iso_mod.SANDBOXES
+        if value not in allowed:
+            raise bad(f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    if kind == _UID_RANGE:
+        from scalar.agent import isolation as iso_mod
+
+        try:
+            return iso_mod.parse_uid_range(value)
+        except iso_mod.IsolationError as err:
+            raise bad(str(err)) from None
     if kind == _PORT:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
             raise bad(f"must be a port number 0-65535, got {value!r}")

@@ -6,13 +6,21 @@ autoscaler's own unmet-demand list are in the leader's memory only and are added
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from scalar.domain.market import NodeState
 from scalar.engine import Controller
+from scalar.engine.costs import (
+    BlockAccount,
+    CostLine,
+    CostReport,
+    TenantCost,
+    cost_report,
+    extrapolate,
+)
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.queries import SliceCounts
 from scalar.runtime.views import (
@@ -184,21 +192,95 @@ def _subject(payload: dict[str, Any]) -> str | None:
 # ---- GET /costs ----------------------------------------------------------------------------------------
 
 
-def delivered_gpu_s(jobs: list[Any], node_provider: dict[str, str], now: datetime) -> dict[str, Decimal]:
-    """GPU-seconds that held a job, per provider (from each job's start to its end, or now)."""
-    out: dict[str, Decimal] = {}
-    for j in jobs:
-        started = parse_time(j.data.get("started_at"))
-        if started is None:
-            continue
-        ended = parse_time(j.data.get("finished_at")) or now
-        if ended <= started:
-            continue
-        seconds = exact_seconds(ended - started)
-        for p in j.data.get("placements", []):
-            provider = node_provider.get(p.get("node_id"), "unknown")
-            out[provider] = out.get(provider, Decimal(0)) + seconds * len(p.get("gpu_indices", []))
-    return out
+def block_account(row: Any, now: datetime) -> BlockAccount:
+    """A block projection's accounting (engine/costs.py) carried forward to ``now``: the projection is
+    rewritten whenever a job starts or stops on the block, so until then its GPUs stay as they were."""
+    data = row.data
+    account = BlockAccount(
+        block_id=row.id,
+        provider=str(data.get("provider")),
+        status=str(row.state),
+        paid_gpu_s=Decimal(data.get("paid_gpu_s") or 0),
+        busy_gpu_s_by_tenant={t: Decimal(v) for t, v in (data.get("busy_gpu_s_by_tenant") or {}).items()},
+        accrued=Decimal(data.get("accrued") or 0),
+        committed=Decimal(data.get("committed") or 0),
+        sold_back_gpu_s=Decimal(data.get("sold_back_gpu_s") or 0),
+        sold_back_revenue=Decimal(data.get("sold_back_revenue") or 0),
+    )
+    since = parse_time(data.get("accounted_at"))
+    end = parse_time(data.get("end_time"))
+    if row.state != "open" or since is None or end is None:
+        return account
+    start = parse_time(data.get("start_time")) or since
+    since = max(since, start)
+    until = min(now, end)
+    if until <= since:
+        return account
+    gpus = int(data.get("gpus_per_node", 0)) * len(data.get("node_ids", []))
+    busy_now = {t: Decimal(v) for t, v in (data.get("busy_gpus_by_tenant") or {}).items()}
+    price = Decimal(data.get("price_per_gpu_hour") or 0)
+    return extrapolate(account, busy_now, gpus, price, exact_seconds(until - since))
+
+
+def _line(line: CostLine) -> dict[str, Any]:
+    per = line.cost_per_delivered_gpu_hour
+    return {
+        "blocks": line.blocks,
+        "committed": money(line.committed),
+        "accrued": money(line.accrued),
+        "paid_gpu_hours": money(line.paid_gpu_hours),
+        "delivered_gpu_hours": money(line.delivered_gpu_hours),
+        "idle_gpu_hours": money(line.idle_gpu_hours),
+        "idle_cost": money(line.idle_cost),
+        "sold_back_gpu_hours": money(line.sold_back_gpu_hours),
+        "sold_back_revenue": money(line.sold_back_revenue),
+        "net_cost": money(line.net_cost),
+        "cost_per_delivered_gpu_hour": None if per is None else money(per),
+        "utilization": round(float(line.delivered_gpu_hours / line.paid_gpu_hours), 6)
+        if line.paid_gpu_hours
+        else None,
+    }
+
+
+def _tenants(rows: tuple[TenantCost, ...]) -> list[dict[str, Any]]:
+    return [{"tenant": t.tenant, "gpu_hours": money(t.gpu_hours), "cost": money(t.cost)} for t in rows]
+
+
+def cost_answer(report: CostReport) -> dict[str, Any]:
+    """The report as ``GET /costs`` answers it (without ``at`` and ``series``)."""
+    return {
+        "currency": "USD",
+        **_line(report.total),
+        "by_provider": [{"provider": p.provider, **_line(p.line)} for p in report.by_provider],
+        "by_block": [
+            {
+                "block_id": b.block_id,
+                "provider": b.provider,
+                "status": b.status,
+                **_line(b.line),
+                "by_tenant": _tenants(b.by_tenant),
+            }
+            for b in report.by_block
+        ],
+        "by_tenant": _tenants(report.by_tenant),
+    }
+
+
+def costs(views: ClusterViews, points: int = 24) -> dict[str, Any]:
+    """The engine's per-block accounting, read from the block projections (any process answers)."""
+    now = views.clock()
+    with views.store.read() as tx:
+        block_rows = rows(tx, "blocks")
+    accounts = [block_account(r, now) for r in block_rows]
+    # The spend series draws each block's spend over its held time, to the same accrued as the report.
+    spent = [
+        replace(block_cost(r, now), accrued=a.accrued) for r, a in zip(block_rows, accounts, strict=True)
+    ]
+    return {
+        "at": iso(now),
+        **cost_answer(cost_report(accounts)),
+        "series": spend_series(spent, now, points),
+    }
 
 
 def spend_at(costs: list[BlockCost], at: datetime) -> dict[str, Decimal]:
@@ -208,103 +290,6 @@ def spend_at(costs: list[BlockCost], at: datetime) -> dict[str, Decimal]:
         held = min(c.held_s, exact_seconds(at - c.start)) if at > c.start else Decimal(0)
         out[c.provider] = out.get(c.provider, Decimal(0)) + c.rate_per_hour * max(held, Decimal(0)) / HOUR
     return out
-
-
-def costs(views: ClusterViews, points: int = 24) -> dict[str, Any]:
-    now = views.clock()
-    with views.store.read() as tx:
-        block_rows = rows(tx, "blocks")
-        node_rows = rows(tx, "nodes")
-        jobs = [r for r in rows(tx, "jobs") if r.data.get("started_at")]
-    block_costs = [block_cost(r, now) for r in block_rows]
-    node_provider = {r.id: str(r.data.get("provider")) for r in node_rows}
-    delivered = delivered_gpu_s(jobs, node_provider, now)
-    providers = sorted({c.provider for c in block_costs} | set(delivered))
-    by_provider = []
-    sums = dict.fromkeys(("committed", "accrued", "paid", "delivered", "idle_cost"), Decimal(0))
-    for name in providers:
-        mine = [c for c in block_costs if c.provider == name]
-        accrued = sum((c.accrued for c in mine), Decimal(0))
-        committed = sum((c.committed for c in mine), Decimal(0))
-        paid_s = sum((c.held_s * c.gpus for c in mine), Decimal(0))
-        used_s = min(delivered.get(name, Decimal(0)), paid_s) if paid_s else delivered.get(name, Decimal(0))
-        idle_cost = accrued * (paid_s - used_s) / paid_s if paid_s else Decimal(0)
-        for key, value in (
-            ("committed", committed),
-            ("accrued", accrued),
-            ("paid", paid_s),
-            ("delivered", used_s),
-            ("idle_cost", idle_cost),
-        ):
-            sums[key] += value
-        by_provider.append(
-            {
-                "provider": name,
-                "blocks": len(mine),
-                "committed": money(committed),
-                "accrued": money(accrued),
-                "paid_gpu_hours": money(paid_s / HOUR),
-                "delivered_gpu_hours": money(used_s / HOUR),
-                "idle_gpu_hours": money((paid_s - used_s) / HOUR),
-                "idle_cost": money(idle_cost),
-                "cost_per_delivered_gpu_hour": money(accrued * HOUR / used_s) if used_s else None,
-            }
-        )
-    delivered_total = sums["delivered"]
-    return {
-        "at": iso(now),
-        "currency": "USD",
-        "committed": money(sums["committed"]),
-        "accrued": money(sums["accrued"]),
-        "paid_gpu_hours": money(sums["paid"] / HOUR),
-        "delivered_gpu_hours": money(delivered_total / HOUR),
-        "idle_gpu_hours": money((sums["paid"] - delivered_total) / HOUR),
-        "idle_cost": money(sums["idle_cost"]),
-        "cost_per_delivered_gpu_hour": money(sums["accrued"] * HOUR / delivered_total)
-        if delivered_total
-        else None,
-        "by_provider": by_provider,
-        "by_tenant": by_tenant(block_rows, block_costs, node_rows, jobs, now),
-        "series": spend_series(block_costs, now, points),
-    }
-
-
-def by_tenant(
-    block_rows: list[Any], block_costs: list[BlockCost], node_rows: list[Any], jobs: list[Any], now: datetime
-) -> list[dict[str, Any]]:
-    """Each contract's accrued cost split between tenants by the GPU-seconds their jobs held on its nodes
-    (GPU-seconds past what the contract paid for are scaled down, so no dollar is attributed twice); what
-    no job held is the contract's idle cost, reported in the totals, not charged to any tenant."""
-    block_of_node = {r.id: str(r.data.get("block_id")) for r in node_rows}
-    cost_of_block = {r.id: c for r, c in zip(block_rows, block_costs, strict=True)}
-    held: dict[str, dict[str, Decimal]] = {}  # block -> tenant -> GPU-seconds
-    for j in jobs:
-        started = parse_time(j.data.get("started_at"))
-        ended = parse_time(j.data.get("finished_at")) or now
-        if started is None or ended <= started:
-            continue
-        seconds = exact_seconds(ended - started)
-        tenant = str(j.data.get("tenant") or "default")
-        for p in j.data.get("placements", []):
-            block = block_of_node.get(p.get("node_id"))
-            if block is None or block not in cost_of_block:
-                continue
-            per = held.setdefault(block, {})
-            per[tenant] = per.get(tenant, Decimal(0)) + seconds * len(p.get("gpu_indices", []))
-    gpu_s: dict[str, Decimal] = {}
-    cost: dict[str, Decimal] = {}
-    for block, per in held.items():
-        c = cost_of_block[block]
-        paid_s = c.held_s * c.gpus
-        used_s = sum(per.values(), Decimal(0))
-        scale = paid_s / used_s if used_s > paid_s and used_s else Decimal(1)
-        for tenant, s in per.items():
-            share = s * scale
-            gpu_s[tenant] = gpu_s.get(tenant, Decimal(0)) + share
-            cost[tenant] = cost.get(tenant, Decimal(0)) + (
-                c.accrued * share / paid_s if paid_s else Decimal(0)
-            )
-    return [{"tenant": t, "gpu_hours": money(gpu_s[t] / HOUR), "cost": money(cost[t])} for t in sorted(gpu_s)]
 
 
 def spend_series(block_costs: list[BlockCost], now: datetime, points: int) -> list[dict[str, Any]]:

@@ -167,6 +167,12 @@ class ClusterState:
             found = self._spec_ids[spec] = len(self._spec_masks) - 1
         return found
 
+    def spec_of(self, spec_id: int) -> tuple[str, ...]:
+        """The GPU-model constraint of an interned id (``()`` for -1, any model)."""
+        if spec_id < 0:
+            return ()
+        return next(spec for spec, i in self._spec_ids.items() if i == spec_id)
+
     def spec_nodes(self, spec_id: int) -> BoolArray:
         """Nodes whose GPU model the constraint allows."""
         return self._spec_masks[spec_id]

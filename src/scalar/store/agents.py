@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
+from scalar.store.projections import projection_table
 from scalar.store.schema_agents import agent_assignments, agent_join_tokens, agent_log_chunks, agents
 
 
@@ -305,3 +306,68 @@ def read_log(conn: Connection, assignment_id: str, offset: int, limit_bytes: int
         if len(out) >= limit_bytes:
             break
     return bytes(out[:limit_bytes])
+
+
+FINISHED_JOB_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """One job's stored output: its tenant, whether it has finished, its bytes and its newest chunk."""
+
+    job_id: str
+    tenant: str
+    finished: bool
+    size_bytes: int
+    last_at: datetime
+
+
+def stored_logs(conn: Connection) -> list[StoredLog]:
+    """Every job's stored output, with its tenant (``default`` for a job stored before tenants) and
+    whether it has finished (a job that is gone counts as finished)."""
+    c = agent_log_chunks.c
+    sizes = (
+        select(
+            c.job_id.label("job_id"),
+            func.sum(func.length(c.data)).label("size_bytes"),
+            func.max(c.received_at).label("last_at"),
+        )
+        .group_by(c.job_id)
+        .subquery()
+    )
+    jobs = projection_table("jobs")
+    rows = conn.execute(
+        select(
+            sizes.c.job_id,
+            sizes.c.size_bytes,
+            sizes.c.last_at,
+            jobs.c.state,
+            jobs.c.data["tenant"].as_string().label("tenant"),
+        ).join(jobs, jobs.c.id == sizes.c.job_id, isouter=True)
+    )
+    out = []
+    for row in rows:
+        last = row.last_at
+        if isinstance(last, str):  # in case a driver hands back max() of the column as text
+            last = datetime.fromisoformat(last)
+        if last.tzinfo is None:
+            last = last.replace(tzinfo=UTC)
+        out.append(
+            StoredLog(
+                str(row.job_id),
+                str(row.tenant or "default"),
+                row.state is None or row.state in FINISHED_JOB_STATES,
+                int(row.size_bytes or 0),
+                last,
+            )
+        )
+    return out
+
+
+def delete_job_logs(conn: Connection, job_ids: list[str]) -> int:
+    """Delete the stored output of ``job_ids``; the number of chunks deleted."""
+    deleted = 0
+    for start in range(0, len(job_ids), 500):
+        chunk = job_ids[start : start + 500]
+        deleted += conn.execute(delete(agent_log_chunks).where(agent_log_chunks.c.job_id.in_(chunk))).rowcount
+    return deleted

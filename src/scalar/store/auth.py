@@ -150,16 +150,23 @@ def list_audit(
 
 
 def list_jobs_of_tenant(
-    conn: Connection, tenant: str, state: str | None = None, *, limit: int = 100, offset: int = 0
+    conn: Connection,
+    tenant: str,
+    state: str | None = None,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+    descending: bool = False,
 ) -> list[Projection]:
     """The ``jobs`` projection rows of one tenant (jobs stored before tenants existed belong to
-    ``default``), ordered by id, optionally only those in ``state``."""
+    ``default``), ordered by id (``descending``: newest first), optionally only those in ``state``."""
     t = projection_table("jobs")
     owner = t.c.data["tenant"].as_string()
     query = select(t).where(owner == tenant if tenant != "default" else or_(owner == tenant, owner.is_(None)))
     if state is not None:
         query = query.where(t.c.state == state)
-    rows = conn.execute(query.order_by(t.c.id).limit(limit).offset(offset))
+    order = t.c.id.desc() if descending else t.c.id
+    rows = conn.execute(query.order_by(order).limit(limit).offset(offset))
     return [Projection("jobs", row.id, row.state, row.parent_id, row.data, row.updated_at) for row in rows]
 
 

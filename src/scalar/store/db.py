@@ -100,12 +100,21 @@ def make_engine(url: str | URL, *, echo: bool = False, pool_size: int = 5) -> En
         if not in_memory and not database.startswith("file:"):
             directory = Path(database).expanduser().parent
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # a new one is private
             except OSError as exc:
                 raise DatabaseUnavailableError(
                     f"cannot create the data directory {directory}: {exc.strerror or exc}",
                     "choose a writable --data-dir, or set SCALAR_DATABASE_URL",
                 ) from exc
+            path = Path(database).expanduser()
+            if not path.is_dir():  # (a directory is refused when SQLite opens it, with its own message)
+                try:
+                    private_file(path)
+                except OSError as exc:
+                    raise DatabaseUnavailableError(
+                        f"cannot create the database file {path}: {exc.strerror or exc}",
+                        "choose a writable --data-dir, or set SCALAR_DATABASE_URL",
+                    ) from exc
         if in_memory:
             # One shared connection, so every transaction sees the same database: single-threaded use only.
             common["poolclass"] = StaticPool
@@ -123,6 +132,14 @@ def make_engine(url: str | URL, *, echo: bool = False, pool_size: int = 5) -> En
         connect_args={"connect_timeout": 10},
         **common,
     )
+
+
+def private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (SQLite gives its -wal and -shm files the same
+    mode); an existing one is set to 0600. It holds token hashes, sealed secrets and every job's data."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:

@@ -109,15 +109,18 @@ def list_projection(
     parent_id: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    descending: bool = False,
 ) -> list[Projection]:
-    """Rows of ``table`` ordered by id, optionally only those in ``state`` and/or under ``parent_id``."""
+    """Rows of ``table`` ordered by id (``descending``: the highest first), optionally only those in
+    ``state`` and/or under ``parent_id``."""
     t = projection_table(table)
     query = select(t)
     if state is not None:
         query = query.where(t.c.state == state)
     if parent_id is not None:
         query = query.where(t.c.parent_id == parent_id)
-    rows = conn.execute(query.order_by(t.c.id).limit(limit).offset(offset))
+    order = t.c.id.desc() if descending else t.c.id
+    rows = conn.execute(query.order_by(order).limit(limit).offset(offset))
     return [_projection(table, row) for row in rows]
 
 

@@ -169,9 +169,10 @@ class Tx:
         parent_id: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        descending: bool = False,
     ) -> list[Projection]:
         return projections.list_projection(
-            self._conn, table, state, parent_id=parent_id, limit=limit, offset=offset
+            self._conn, table, state, parent_id=parent_id, limit=limit, offset=offset, descending=descending
         )
 
     def count_projection(self, table: str, state: str | None = None, *, parent_id: str | None = None) -> int:

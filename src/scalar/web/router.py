@@ -129,7 +129,7 @@ def dashboard_router() -> APIRouter:
     @router.get(f"{PREFIX}/jobs")
     async def jobs(request: Request) -> Response:
         state = _param(request, "state", "", 20)
-        answer = await ApiReader(request).get("/jobs", {"state": state, "limit": 500})
+        answer = await ApiReader(request).get("/jobs", {"state": state, "limit": 500, "order": "newest"})
         job_list = answer.json().get("jobs", [])
         return render(
             request,

@@ -112,6 +112,7 @@ class Assignment(_Model):
     assignment_id: str
     job_id: str
     attempt: int
+    tenant: str | None = None  # whose job: per-tenant agents run it under the tenant's uid
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = None

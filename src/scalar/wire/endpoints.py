@@ -26,7 +26,7 @@ from pydantic import (
     field_validator,
 )
 
-from scalar.domain.endpoints import EndpointKind, ServerlessEndpoint, endpoint_class
+from scalar.domain.endpoints import NAME_PATTERN, EndpointKind, ServerlessEndpoint, endpoint_class
 from scalar.domain.errors import InvalidSpecError
 
 HANDLER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -339,3 +339,34 @@ def endpoint_to_json(spec: ServerlessEndpoint) -> dict[str, Any]:
         "executionTimeoutMs": spec.execution_timeout_ms,
         "locations": ",".join(spec.locations) if spec.locations else None,
     }
+
+
+LIVE_KIND = r"^\s*[Ll][Ii][Vv][Ee]\s*$"
+"""``kind: live`` as the domain reads it (any case, spaces around)."""
+
+
+def spec_body_schema(*, create: bool) -> dict[str, Any]:
+    """The JSON schema of a spec as ``POST /endpoints`` (``create``: ``name`` required) or ``PATCH
+    /endpoints/{id}`` (the fields to change) takes it, with the name rule the domain checks. Rules that
+    span fields (``gpus`` against ``gpuIds``, known GPU and CUDA names) stay in the domain's 422s."""
+    schema = EndpointSpecFile.model_json_schema()
+    name = {
+        "type": "string",
+        "pattern": f"^{NAME_PATTERN.pattern}$",
+        "description": "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    }
+    schema["properties"]["name"] = name if create else {"anyOf": [name, {"type": "null"}]}
+    if create:
+        schema["required"] = ["name"]
+        # what the workers run: an image (or RunPod's template.imageName), a Python handler, or kind live
+        schema["anyOf"] = [
+            {"required": ["imageName"]},
+            {"required": ["template"]},
+            {"required": ["handler"]},
+            {"required": ["kind"], "properties": {"kind": {"type": "string", "pattern": LIVE_KIND}}},
+            {"required": ["live"], "properties": {"live": {"const": True}}},
+        ]
+    schema["description"] = "the endpoint spec (docs/formats/endpoint.md); " + (
+        "name is required" if create else "the fields given replace the current ones"
+    )
+    return {"requestBody": {"content": {"application/json": {"schema": schema}}}}

@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-from scalar.wire.jobs import FieldProblem
+from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
+from scalar.wire.jobs import FieldProblem, one_of
 
 MAX_ID_LENGTH = 64
 """Endpoint, request and worker ids are at most this long (the store's id columns)."""
@@ -15,13 +16,19 @@ MAX_WORKERS_SHOWN = 1000
 MAX_POLICY_MS = 7 * 24 * 3600 * 1000
 """RunPod's longest ``policy.executionTimeout`` and ``policy.ttl``: 7 days, in milliseconds."""
 MAX_WEBHOOK_LENGTH = 2048
+ENDPOINT_STATES = ("active", "deleted")
+"""An endpoint is active until ``DELETE /endpoints/{id}`` (the store's ``endpoints.state``)."""
+REQUEST_STATUSES = tuple(s.value for s in RequestStatus)
 
 
 class WorkerOut(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     id: str
-    state: str = Field(description="pending, initializing, idle, busy, stopping, stopped or lost")
+    state: str = Field(
+        description="pending, initializing, idle, busy, stopping, stopped or lost",
+        json_schema_extra=one_of(s.value for s in WorkerState),
+    )
     job_id: str | None = None
     gpu_group: str | None = None
     reason: str | None = None
@@ -44,7 +51,7 @@ class EndpointOut(BaseModel):
     id: str
     name: str
     tenant: str = Field(description="the tenant that created it; only that tenant (and admins) see it")
-    state: str
+    state: str = Field(json_schema_extra=one_of(ENDPOINT_STATES))
     target: str = Field(description="builtin (modeled service time), local (Python handler) or runpod")
     handler: str | None = None
     spec: dict[str, Any]
@@ -124,7 +131,7 @@ class RunPodProblem(BaseModel):
 
 class RunAccepted(BaseModel):
     id: str
-    status: str
+    status: str = Field(json_schema_extra=one_of(REQUEST_STATUSES))
 
 
 class RequestStatusOut(BaseModel):
@@ -133,7 +140,7 @@ class RequestStatusOut(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     id: str
-    status: str
+    status: str = Field(json_schema_extra=one_of(REQUEST_STATUSES))
     delayTime: int | None = None
     executionTime: int | None = None
     workerId: str | None = None

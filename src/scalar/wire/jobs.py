@@ -47,6 +47,22 @@ JOB_STATES: tuple[str, ...] = (
     "REJECTED",
 )
 TIERS: tuple[str, ...] = tuple(t.value for t in Tier)
+JobOrder = Literal["oldest", "newest"]
+"""``GET /jobs?order=``: submission order (the default), or the newest job first."""
+
+
+def one_of(values: Iterable[str]) -> Any:
+    """``json_schema_extra`` documenting a string field's values as an ``enum`` (for ``str | None``: on
+    the string branch, so ``null`` stays allowed). The field's type stays ``str``: readers are lenient."""
+    allowed = list(values)
+
+    def extra(schema: dict[str, Any]) -> None:
+        for branch in schema.get("anyOf", [schema]):
+            if branch.get("type") == "string":
+                branch["enum"] = allowed
+
+    return extra
+
 
 # Finite bounds: large enough for any real job, small enough for every column and clock.
 MAX_GPUS = 100_000
@@ -269,12 +285,23 @@ class PlacementOut(BaseModel):
     gpu_indices: list[int] = Field(default_factory=list)
 
 
+class PlacementSpanOut(BaseModel):
+    """Where part of a job was held, from when to when (``to`` is null while it still holds it)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    node_id: str
+    gpu_indices: list[int] = Field(default_factory=list)
+    since: datetime = Field(alias="from")
+    until: datetime | None = Field(default=None, alias="to")
+
+
 class JobOut(BaseModel):
     """A job as the API returns it; ``reason`` is one line saying why it is in its state."""
 
     id: str
     name: str | None = None
-    state: str = Field(description="one of " + ", ".join(JOB_STATES))
+    state: str = Field(description="one of " + ", ".join(JOB_STATES), json_schema_extra=one_of(JOB_STATES))
     reason: str | None = Field(default=None, description="why the job is in this state, in one line")
     reason_code: str | None = Field(default=None, description="the reason as a stable code")
     tier: str
@@ -291,6 +318,9 @@ class JobOut(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     placements: list[PlacementOut] = Field(default_factory=list)
+    placement_history: list[PlacementSpanOut] = Field(
+        default_factory=list, description="every placement the job had, kept after it finishes"
+    )
     preemptions: int = Field(default=0, description="how often the job lost its node and was queued again")
     cancel_requested: bool = Field(
         default=False, description="a cancellation is on its way to the controller"
@@ -318,13 +348,15 @@ class JobOut(BaseModel):
 
 
 class JobListOut(BaseModel):
-    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``), filtered by ``state``."""
+    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``) in ``order``, filtered by
+    ``state``."""
 
     jobs: list[JobOut]
     count: int
     limit: int
     offset: int
-    state: str | None = None
+    state: str | None = Field(default=None, json_schema_extra=one_of(JOB_STATES))
+    order: JobOrder = "oldest"
 
 
 class HealthOut(BaseModel):

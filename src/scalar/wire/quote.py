@@ -14,8 +14,8 @@ from scalar.domain.arbitrage import (
     Placement,
     PlacementDecision,
     WorkloadRequirements,
-    canonical_gpu_model,
 )
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.money import round_micros, to_decimal, to_json_number
 from scalar.domain.offers import Offer
 

@@ -275,16 +275,42 @@ class AutoscalerOut(BaseModel):
     notes: list[str]
 
 
-class ProviderCostOut(BaseModel):
-    provider: str
+class TenantCostOut(BaseModel):
+    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost."""
+
+    tenant: str
+    gpu_hours: str
+    cost: Money
+
+
+class CostLineOut(BaseModel):
+    """Totals of some contracts: ``paid_gpu_hours == delivered_gpu_hours + idle_gpu_hours`` exactly."""
+
     blocks: int
-    committed: Money
-    accrued: Money
-    paid_gpu_hours: str
-    delivered_gpu_hours: str
-    idle_gpu_hours: str
-    idle_cost: Money
-    cost_per_delivered_gpu_hour: Money | None
+    committed: Money = Field(description="the contracts' full value")
+    accrued: Money = Field(description="spent so far")
+    paid_gpu_hours: str = Field(description="GPU-hours paid for so far")
+    delivered_gpu_hours: str = Field(description="GPU-hours that held a job")
+    idle_gpu_hours: str = Field(description="GPU-hours paid for that held no job")
+    idle_cost: Money = Field(description="what the idle GPU-hours cost")
+    sold_back_gpu_hours: str = Field(description="GPU-hours of the contracts resold to the market")
+    sold_back_revenue: Money = Field(description="what the resale credited")
+    net_cost: Money = Field(description="accrued less the resale revenue")
+    cost_per_delivered_gpu_hour: Money | None = Field(description="net cost / delivered GPU-hours")
+    utilization: float | None = Field(description="delivered / paid GPU-hours")
+
+
+class ProviderCostOut(CostLineOut):
+    provider: str
+
+
+class BlockCostOut(CostLineOut):
+    block_id: str
+    provider: str
+    status: str
+    by_tenant: list[TenantCostOut] = Field(
+        description="the block's GPU-hours and cost per tenant, and (idle)"
+    )
 
 
 class SpendPointOut(BaseModel):
@@ -294,26 +320,12 @@ class SpendPointOut(BaseModel):
     by_provider: dict[str, Money]
 
 
-class TenantCostOut(BaseModel):
-    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost."""
-
-    tenant: str
-    gpu_hours: str
-    cost: Money
-
-
-class CostsOut(BaseModel):
+class CostsOut(CostLineOut):
     at: str | None
     currency: str
-    committed: Money
-    accrued: Money
-    paid_gpu_hours: str
-    delivered_gpu_hours: str
-    idle_gpu_hours: str
-    idle_cost: Money
-    cost_per_delivered_gpu_hour: Money | None
     by_provider: list[ProviderCostOut]
-    by_tenant: list[TenantCostOut] = []
+    by_block: list[BlockCostOut] = []
+    by_tenant: list[TenantCostOut] = Field(default=[], description="per tenant, and (idle): no job held it")
     series: list[SpendPointOut]
 
 

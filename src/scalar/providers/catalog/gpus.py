@@ -1,60 +1,24 @@
-"""Canonical GPU model names and the per-GPU memory of each model.
+"""The catalog's view of the GPU registry (``scalar.domain.gpus``): which upstream accelerator names are GPUs
+Scalar offers, under which canonical name, and the per-GPU memory used where a source publishes none.
 
-Canonical names are SkyPilot's accelerator names (the ones the published catalogs use). Upstream
-spellings that name the same GPU are mapped onto one name, so that an H100 is an H100 whichever
-provider sells it: form factor (SXM/PCIe) and networking variants stay visible in the instance type.
+Upstream spellings that name the same GPU map onto one name (``H100-SXM``, ``H100-MEGA`` -> ``H100``), so an
+H100 is an H100 whichever provider sells it: the form factor (SXM/PCIe) and networking variant stay visible
+in the instance type. A new model or spelling is added to the registry, not here.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from scalar.domain.gpus import GPU_MODELS, find_gpu_model
+
 # Canonical model -> memory per GPU in GB, used where a source does not publish it (Azure, RunPod).
 GPU_MEMORY_GB: MappingProxyType[str, float] = MappingProxyType(
-    {
-        "A10": 24.0,
-        "A10G": 24.0,
-        "A100": 40.0,
-        "A100-80GB": 80.0,
-        "B200": 180.0,
-        "B300": 288.0,
-        "H100": 80.0,
-        "H200": 141.0,
-        "K80": 12.0,
-        "L4": 24.0,
-        "L40": 48.0,
-        "L40S": 48.0,
-        "M60": 8.0,
-        "MI25": 16.0,
-        "RTX6000Ada": 48.0,
-        "RTXA4000": 16.0,
-        "RTXA6000": 48.0,
-        "T4": 16.0,
-        "T4g": 16.0,
-        "V100": 16.0,
-        "V100-32GB": 32.0,
-    }
+    {m.name: float(m.memory_gb) for m in GPU_MODELS}
 )
 
 #: Every GPU model an Offer of the catalog can carry.
 CANONICAL_GPU_MODELS: frozenset[str] = frozenset(GPU_MEMORY_GB)
-
-# Upstream spelling -> canonical name, for spellings that are not canonical themselves.
-GPU_ALIASES: MappingProxyType[str, str] = MappingProxyType(
-    {
-        # RunPod names the SXM variants separately; the GPU is the same model.
-        "A100-80GB-SXM": "A100-80GB",
-        "H100-SXM": "H100",
-        "H200-SXM": "H200",
-        # GCP's a3-megagpu-8g carries H100 80GB GPUs (more network bandwidth, same GPU).
-        "H100-MEGA": "H100",
-        # Prime Intellect (and Lambda) drop the RTX prefix of the workstation cards.
-        "A6000": "RTXA6000",
-        "A4000": "RTXA4000",
-        # Azure's AMD card.
-        "Radeon MI25": "MI25",
-    }
-)
 
 # Accelerators in the sources that are not GPUs (GCP TPUs): not offered, flagged when met.
 NON_GPU_PREFIXES: tuple[str, ...] = ("tpu-",)
@@ -62,9 +26,10 @@ NON_GPU_PREFIXES: tuple[str, ...] = ("tpu-",)
 
 def canonical_gpu_model(name: str) -> str | None:
     """The canonical name of an upstream accelerator name, or ``None`` if Scalar does not know it."""
-    cleaned = name.strip()
-    canonical = GPU_ALIASES.get(cleaned, cleaned)
-    return canonical if canonical in CANONICAL_GPU_MODELS else None
+    if is_non_gpu_accelerator(name):
+        return None
+    model = find_gpu_model(name)
+    return None if model is None else model.name
 
 
 def is_non_gpu_accelerator(name: str) -> bool:

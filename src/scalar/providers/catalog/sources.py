@@ -113,7 +113,7 @@ def resolve_model(
         source,
         row,
         "unknown_gpu_model",
-        f"accelerator {name!r} has no canonical GPU model; add it to catalog/gpus.py to offer it",
+        f"accelerator {name!r} has no canonical GPU model; add it to the GPU registry (scalar/domain/gpus.py) to offer it",
     )
 
 

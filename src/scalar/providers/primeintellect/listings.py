@@ -18,30 +18,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from scalar.domain.gpus import find_gpu_model
 from scalar.domain.offers import PRIME, Offer
-from scalar.providers.catalog import GPU_MEMORY_GB, canonical_gpu_model
+from scalar.providers.catalog import GPU_MEMORY_GB
 from scalar.providers.payload import Fields
 
 _VRAM_SUFFIX = re.compile(r"^(?P<model>.+?)_(?P<vram>\d+)GB$")
 
-# (model, VRAM) pairs whose canonical name carries the memory size.
-_SIZED_MODELS = {
-    ("A100", 80): "A100-80GB",
-    ("A100", 40): "A100",
-    ("V100", 32): "V100-32GB",
-    ("V100", 16): "V100",
-}
-
 
 def gpu_model_of(gpu_type: str) -> tuple[str | None, float | None]:
-    """``H100_80GB`` -> ``("H100", 80.0)``; ``A100_40GB`` -> ``("A100", 40.0)``; unknown -> ``(None, ...)``."""
+    """``H100_80GB`` -> ``("H100", 80.0)``; ``A100_80GB`` -> ``("A100-80GB", 80.0)``; ``RTX_4090`` ->
+    ``("RTX4090", None)``; unknown -> ``(None, ...)``. The GPU registry (``scalar.domain.gpus``) tells the
+    model from the name and the memory its suffix states."""
     match = _VRAM_SUFFIX.match(gpu_type.strip())
-    model = match.group("model") if match else gpu_type.strip()
     vram = float(match.group("vram")) if match else None
-    sized = _SIZED_MODELS.get((model, int(vram))) if vram is not None else None
-    if sized is not None:
-        return sized, vram
-    return canonical_gpu_model(model) or canonical_gpu_model(model.replace("_", "")), vram
+    model = find_gpu_model(gpu_type)
+    return (None if model is None else model.name), vram
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,7 @@
 
 from scalar.providers.runpod.client import DEFAULT_BASE_URL, DEFAULT_DATA_URL, RunPodProvider
 from scalar.providers.runpod.endpoints import ENDPOINT_FIELDS, SCALER_TYPES, EndpointHealth, endpoint_input
-from scalar.providers.runpod.gpus import GPU_TYPES, GpuType, instance_type_name
+from scalar.providers.runpod.gpus import GPU_TYPES, instance_type_name
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -11,7 +11,6 @@ __all__ = [
     "GPU_TYPES",
     "SCALER_TYPES",
     "EndpointHealth",
-    "GpuType",
     "RunPodProvider",
     "endpoint_input",
     "instance_type_name",

@@ -7,46 +7,23 @@ that many GPUs, the cheapest on-demand price (``uninterruptablePrice``, RunPod's
 available now: no offer.
 
 Instance types are named as the packaged catalog names them: ``<n>x_<model>_<SECURE|COMMUNITY>``, with
-RunPod's model names (``H100-SXM``, ``A100-80GB``...) from ``GPU_TYPES``. GPU types Scalar does not map
-are skipped (and listed in ``RunPodProvider.skipped``).
+RunPod's model names (``H100-SXM``, ``A100-80GB``...) from the GPU registry's ``RUNPOD_GPU_TYPES``. GPU
+types Scalar does not map are skipped (and listed in ``RunPodProvider.skipped``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
+from types import MappingProxyType
 
+from scalar.domain.gpus import RUNPOD_GPU_TYPES, GpuType, runpod_gpu_type
 from scalar.domain.offers import RUNPOD, Offer
 from scalar.providers.payload import Fields
 
-
-@dataclass(frozen=True, slots=True)
-class GpuType:
-    """A RunPod GPU type id's name in instance types and its canonical GPU model."""
-
-    runpod_model: str
-    gpu_model: str
-
-
-# RunPod gpuTypes id -> (model in instance type names, canonical model).
-GPU_TYPES: dict[str, GpuType] = {
-    "NVIDIA H100 80GB HBM3": GpuType("H100-SXM", "H100"),
-    "NVIDIA H100 PCIe": GpuType("H100", "H100"),
-    "NVIDIA H100 NVL": GpuType("H100-NVL", "H100"),
-    "NVIDIA H200": GpuType("H200-SXM", "H200"),
-    "NVIDIA B200": GpuType("B200", "B200"),
-    "NVIDIA A100 80GB PCIe": GpuType("A100-80GB", "A100-80GB"),
-    "NVIDIA A100-SXM4-80GB": GpuType("A100-80GB-SXM", "A100-80GB"),
-    "NVIDIA L40S": GpuType("L40S", "L40S"),
-    "NVIDIA L40": GpuType("L40", "L40"),
-    "NVIDIA L4": GpuType("L4", "L4"),
-    "NVIDIA A40": GpuType("A40", "A40"),
-    "NVIDIA RTX A6000": GpuType("RTXA6000", "RTXA6000"),
-    "NVIDIA RTX A4000": GpuType("RTXA4000", "RTXA4000"),
-    "NVIDIA RTX 6000 Ada Generation": GpuType("RTX6000Ada", "RTX6000Ada"),
-    "NVIDIA GeForce RTX 4090": GpuType("RTX4090", "RTX4090"),
-}
+# RunPod gpuTypes id -> its GPU type (name in instance types, canonical model): the GPU registry's table.
+GPU_TYPES: Mapping[str, GpuType] = MappingProxyType({t.runpod_id: t for t in RUNPOD_GPU_TYPES})
 
 GPU_TYPES_QUERY = """query GpuTypes($lowestPriceInput: GpuLowestPriceInput) {
   gpuTypes {
@@ -82,7 +59,7 @@ def read_offers(gpu: Fields, gpu_count: int, secure: bool, now: datetime) -> lis
     Returns the reason instead when the entry is not offered (unknown type, too many GPUs, no stock).
     """
     gpu_id = gpu.text("id")
-    known = GPU_TYPES.get(gpu_id)
+    known = runpod_gpu_type(gpu_id)
     if known is None:
         return f"{gpu_id!r} has no canonical GPU model"
     max_count = gpu.opt_integer("maxGpuCount")
@@ -96,7 +73,7 @@ def read_offers(gpu: Fields, gpu_count: int, secure: bool, now: datetime) -> lis
     memory_in_gb = gpu.decimal("memoryInGb")
     vcpu = lowest.opt_decimal("minVcpu")
     ram = lowest.opt_decimal("minMemory")
-    name = instance_type_name(known.runpod_model, gpu_count, secure)
+    name = instance_type_name(known.name, gpu_count, secure)
     prices: list[tuple[bool, Decimal]] = []
     for spot, key in ((False, "uninterruptablePrice"), (True, "minimumBidPrice")):
         per_gpu = lowest.opt_decimal(key)
@@ -113,7 +90,7 @@ def read_offers(gpu: Fields, gpu_count: int, secure: bool, now: datetime) -> lis
             instance_type=name,
             region="global",
             price_per_hour=per_gpu * gpu_count,
-            gpu_model=known.gpu_model,
+            gpu_model=known.model.name,
             gpu_count=float(gpu_count),
             gpu_memory_gb=float(memory_in_gb),
             vcpu=float(vcpu or 0),

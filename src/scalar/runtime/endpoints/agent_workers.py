@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scalar.domain.arbitrage import canonical_gpu_model
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState, check_worker_move
+from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.packing_model import cuda_major_minor
 from scalar.runtime.agents import AgentError
 from scalar.runtime.endpoints.records import MAX_STREAM_CHUNKS

@@ -62,13 +62,13 @@ class _Pass:
 
 
 def worker_gpu_models(spec: ServerlessEndpoint) -> list[str]:
-    """The GPU models a worker accepts, in the spec's group preference order (names and aliases)."""
+    """The GPU models a worker accepts, in the spec's group preference order (canonical names: any spelling
+    of a model compares equal to them, ``scalar.domain.gpus``)."""
     models: list[str] = []
     for group in spec.gpus:
-        for model in group.models:
-            for name in (model.name, *model.aliases):
-                if name not in models:
-                    models.append(name)
+        for name in group.model_names:
+            if name not in models:
+                models.append(name)
     return models
 
 

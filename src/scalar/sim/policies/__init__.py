@@ -10,13 +10,14 @@ from scalar.sim.policies.gpu_clustering import GpuClustering
 from scalar.sim.policies.gpu_packing import GpuPacking
 from scalar.sim.policies.k8s import K8sLeastAllocated, K8sMostAllocated
 from scalar.sim.policies.random_fit import RandomFit
-from scalar.sim.policies.scalar import ScalarPolicy
+from scalar.sim.policies.scalar import ScalarListPolicy, ScalarPolicy
 from scalar.sim.policies.seed import SeedPacking
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (
         ScalarPolicy,
+        ScalarListPolicy,
         FGD,
         BestFit,
         GpuPacking,

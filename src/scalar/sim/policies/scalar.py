@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scalar.sim.fragmentation import DEFAULT_POPULARITY, FragModel, TypicalPod
 from scalar.sim.policies.base import Policy, TieBreak
 from scalar.sim.state import ClusterState, FloatArray, IntArray, Pod
 from scalar.sim.traces import GPU_MILLI
@@ -51,6 +52,12 @@ SMALL_BATCH = 8
 LOG_SCAN_LIMIT = 32
 
 NEG = -np.inf
+# The online prior: pods seen so far, each weighing 2^(-age / HALF_LIFE) (age in pods), relearned after
+# 1, 2, 4, ... pods and then every RELEARN_EVERY pods. Weights are kept as integers (WEIGHT_SCALE per pod)
+# so fragmentation stays exact integer arithmetic in float64, as with the whole-list prior.
+HALF_LIFE = 4096
+RELEARN_EVERY = 512
+WEIGHT_SCALE = 1024
 
 
 def hole_waste_table(sizes: IntArray, weights: FloatArray, rate: float = HOLE_RATE) -> FloatArray:
@@ -72,15 +79,62 @@ def hole_waste_table(sizes: IntArray, weights: FloatArray, rate: float = HOLE_RA
     return waste
 
 
+def typical_of(
+    weights: dict[tuple[int, int, int, tuple[str, ...]], int], threshold: float
+) -> list[TypicalPod]:
+    """``typical_pods`` over weighted shapes ``(cpu_milli, gpu_milli, num_gpu, gpu_spec) -> weight``: the
+    heaviest shapes covering ``threshold`` of the total weight (ties: larger shape first)."""
+    ranked = sorted(weights.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1], kv[0][2], "|".join(kv[0][3])))
+    ranked.reverse()
+    need = threshold * sum(weights.values())
+    chosen: list[TypicalPod] = []
+    cumulative = 0
+    for (cpu, milli, num, spec), weight in ranked:
+        if cumulative >= need or weight <= 0:
+            break
+        chosen.append(TypicalPod(cpu, milli, num, spec, weight))
+        cumulative += weight
+    return chosen
+
+
 class ScalarPolicy(Policy):
+    """The score above. Its prior (the typical pods, the CPU and memory per GPU, the per-GPU size mix)
+    comes from the pods seen so far (``online``, the default: what the controller can know) or from the
+    whole pod list up front (``list``, which reads the future; kept to measure what that is worth)."""
+
     name = "scalar"
     summary = "FGD gain + CPU/memory stranding look-ahead + expected dead leftover of shared GPUs"
+    prior = "online"
 
     def bind(self, state: ClusterState, tie: TieBreak, rng: np.random.Generator) -> None:
         super().bind(state, tie, rng)
-        state.track_fragmentation()
+        self._specs: dict[int, tuple[str, ...]] = {}
+        self._seen: dict[tuple[int, int, int, tuple[str, ...]], float] = {}  # pod shape -> decayed weight
+        self._seen_shape = np.zeros(0)  # per sim shape id: decayed weight
+        self._arrived = 0
+        self._arrived_base = 0  # weights are in units where a pod arriving then weighs 1
+        self._next_learn = 1
+        if self.prior == "list":
+            self._learn()  # online: learnt at the first pod (nothing is known before it)
+
+    def _learn(self) -> None:
+        """(Re)build everything the prior decides: shape tables, fragmentation model, node profiles, cache."""
+        state = self.state
+        if self.prior == "list":
+            self.fm = state.frag_model
+        else:
+            weights = {k: round(w * WEIGHT_SCALE) for k, w in self._seen.items()}
+            self.fm = FragModel(
+                typical_of({k: w for k, w in weights.items() if w > 0}, DEFAULT_POPULARITY),
+                state.model_names,
+                state.width,
+            )
         self._build_shape_tables()
-        fm = state.frag_model
+        fm = self.fm
+        self.amount, self.count = fm.profile(state.gpu)
+        self.frag = fm.scaled(state.cpu_left, state.idle, self.amount, self.count, state.model)
+        self.amount_rows: list[list[int]] = self.amount.tolist()
+        self.count_rows: list[list[int]] = self.count.tolist()
         self.model_base = state.model * fm.model_stride
         # Nodes in the order placements changed them; per shape, how much of it the cache has absorbed.
         self.changes: list[int] = []
@@ -101,6 +155,32 @@ class ScalarPolicy(Policy):
         for node in range(state.n):
             self._update_features(node)
         self._reset_cache()
+
+    def _observe(self, pod: Pod) -> None:
+        """Count an arriving pod into the online prior (never a pod that has not arrived yet)."""
+        self._arrived += 1
+        if self.prior == "list":
+            return
+        grow = 2.0 ** ((self._arrived - self._arrived_base) / HALF_LIFE)  # newer pods weigh more
+        spec = self._specs.get(pod.spec_id)
+        if spec is None:
+            spec = self._specs[pod.spec_id] = self.state.spec_of(pod.spec_id)
+        key = (pod.cpu, pod.milli, pod.num_gpu, spec)
+        self._seen[key] = self._seen.get(key, 0.0) + grow
+        if pod.shape >= len(self._seen_shape):
+            self._seen_shape = np.concatenate(
+                (self._seen_shape, np.zeros(pod.shape + 1 - len(self._seen_shape)))
+            )
+        self._seen_shape[pod.shape] += grow
+        if self._arrived >= self._next_learn:
+            self._next_learn = (
+                self._next_learn * 2 if self._next_learn < RELEARN_EVERY else self._next_learn + RELEARN_EVERY
+            )
+            scale = 2.0 ** (-(self._arrived - self._arrived_base) / HALF_LIFE)
+            self._seen = {k: w * scale for k, w in self._seen.items()}
+            self._seen_shape = self._seen_shape * scale
+            self._arrived_base = self._arrived
+            self._learn()
 
     def _reset_cache(self) -> None:
         """Score every shape on every node that can host it, once per group of identical nodes."""
@@ -137,7 +217,12 @@ class ScalarPolicy(Policy):
     def _build_shape_tables(self) -> None:
         st = self.state
         cpu, mem, num, milli = st.shapes.arrays()
-        weight = st.shapes.weights()
+        if self.prior == "list":
+            weight = st.shapes.weights()
+        else:
+            weight = np.zeros(len(cpu))
+            seen = self._seen_shape[: len(cpu)]
+            weight[: len(seen)] = seen
         gpu_milli = (num * milli * weight).sum()
         gpu_pod = num > 0
         # CPU and memory the workload's GPU pods need per whole GPU (milli-cores, MiB).
@@ -168,9 +253,9 @@ class ScalarPolicy(Policy):
             mem,
             idle,
             stranded,
-            st.frag.item(node),
-            st.amount_rows[node],
-            st.count_rows[node],
+            self.frag.item(node),
+            self.amount_rows[node],
+            self.count_rows[node],
             sorted(set(row), reverse=True),
         )
 
@@ -178,7 +263,7 @@ class ScalarPolicy(Policy):
     def _compute(self, shape: int, nodes: IntArray) -> None:
         """Score ``shape`` on ``nodes`` (all able to host it) and stamp the cache."""
         st = self.state
-        fm = st.frag_model
+        fm = self.fm
         num, milli = int(self.shape_num[shape]), int(self.shape_milli[shape])
         shares = num == 1 and milli < GPU_MILLI
         if shares:
@@ -192,14 +277,14 @@ class ScalarPolicy(Policy):
             thr = fm.thresholds
             before_ge = value[:, None] >= thr
             after_ge = after[:, None] >= thr
-            amount = st.amount[cand] - before_ge * value[:, None] + after_ge * after[:, None]
-            count = st.count[cand] - before_ge + after_ge
+            amount = self.amount[cand] - before_ge * value[:, None] + after_ge * after[:, None]
+            count = self.count[cand] - before_ge + after_ge
             take = milli
         else:
             cand = nodes
             take = num * milli
-            amount = st.amount[cand] - take  # whole GPUs: every typical threshold is <= 1000
-            count = st.count[cand] - num
+            amount = self.amount[cand] - take  # whole GPUs: every typical threshold is <= 1000
+            count = self.count[cand] - num
         cpu2 = st.cpu_left[cand] - self.shape_cpu[shape]
         idle2 = st.idle[cand] - take
         bucket = np.searchsorted(fm.cpu_levels, cpu2, side="right")
@@ -214,7 +299,7 @@ class ScalarPolicy(Policy):
             0.0,
         )
         change = stranded2 - self.stranded[cand]
-        score = (st.frag[cand] - frag_after) / fm.weight_total - LAMBDA * np.maximum(change, RHO * change)
+        score = (self.frag[cand] - frag_after) / fm.weight_total - LAMBDA * np.maximum(change, RHO * change)
         if shares:
             score -= NU * (self.hole_waste[after] - self.hole_waste[value])
             score = np.floor(score / STEP)
@@ -284,6 +369,7 @@ class ScalarPolicy(Policy):
 
     # --- policy -----------------------------------------------------------------------------------
     def choose(self, pod: Pod, nodes: IntArray) -> tuple[int, list[int]]:
+        self._observe(pod)
         if pod.shape >= self.n_shapes:
             self._build_shape_tables()
             self._reset_cache()
@@ -315,6 +401,32 @@ class ScalarPolicy(Policy):
             self._compute_small(shape, stale)
 
     def placed(self, pod: Pod, node: int) -> None:
+        st = self.state
+        # The node's fragmentation profile against this prior (FragModel.profile, for one row in Python).
+        negated = [-v for v in st.gpu_desc[node].tolist()]  # ascending
+        prefix = [0]
+        for v in negated:
+            prefix.append(prefix[-1] - v)
+        count = [bisect.bisect_right(negated, -t) for t in self.fm.threshold_list]
+        amount = [prefix[c] for c in count]
+        self.amount[node], self.count[node] = amount, count
+        self.amount_rows[node], self.count_rows[node] = amount, count
+        self.frag[node] = self.fm.scaled_py(
+            st.cpu_left.item(node),
+            st.idle.item(node),
+            self.amount_rows[node],
+            self.count_rows[node],
+            st.model.item(node),
+        )
         self.last_change[node] = len(self.changes)
         self.changes.append(node)
         self._update_features(node)
+
+
+class ScalarListPolicy(ScalarPolicy):
+    """``scalar`` with its prior read from the whole pod list up front (future pods included): what the
+    simulator ran before the prior was learnt online; kept to measure what reading the future is worth."""
+
+    name = "scalar-list"
+    summary = "scalar with the prior of the whole pod list (reads the future; for comparison only)"
+    prior = "list"

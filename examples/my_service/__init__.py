@@ -1,0 +1,1 @@
+"""The example service of docs/endpoints.md's quick start (``my_service.handlers:square``)."""

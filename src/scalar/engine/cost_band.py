@@ -1,0 +1,112 @@
+"""The cost band: which of a job's eligible groups host it within procurement's tolerance of the cheapest.
+
+``HostCosts.cheapest`` prices hosting a job on each group that can take it now (``hosting_cost_per_hour``)
+and keeps those within ``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over
+with their reason. Node headroom and in-flight slices are looked up once per pass.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from scalar.domain.market import NodeState
+from scalar.domain.orderbook import format_usd
+from scalar.domain.packing_model import Job
+from scalar.domain.procurement import ProcurementPolicy, cost_band, hosting_cost_per_hour
+from scalar.domain.reasons import Reason
+from scalar.domain.routing_model import Availability
+from scalar.domain.tier import Tier
+from scalar.engine.groups import Eligibility, availability_of, base_of, node_headroom
+from scalar.engine.state import ClusterState, GroupRecord
+
+
+class HostCosts:
+    """What hosting a job costs on each group, for the cost band (node headroom and in-flight slices
+    looked up once per pass)."""
+
+    def __init__(self, state: ClusterState, policy: ProcurementPolicy, now: datetime) -> None:
+        self.state = state
+        self.policy = policy
+        self.now = now
+        self._headrooms: dict[str, int] = {}
+        self._flying: set[str] | None = None
+
+    def cheapest(self, job: Job, where: Eligibility, alike: int) -> Eligibility:
+        """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
+        that can take it now (available, with node headroom or capacity on its way): a job is not bought a
+        node that costs it clearly more than another shape would. ``alike`` jobs of its shape are waiting:
+        the cost is that of the nodes holding them all, shared out. A FAST job keeps the seed's size rule
+        when the preferred provider can host it now (Prime's pods start in minutes, VMs in up to ten): its
+        band is drawn among that provider's groups. The seed's ranking decides within the band."""
+        if len(where.views) < 2:
+            return where
+        priced: dict[str, Decimal] = {}
+        for view in where.views:
+            rec = self.state.groups[base_of(view)[0]]
+            if rec.offer is None or availability_of(rec, self.now)[0] is not Availability.AVAILABLE:
+                continue
+            if self._headroom(rec) <= 0 and not self._in_flight(rec.name):
+                continue
+            cost = hosting_cost_per_hour(
+                rec.offer,
+                gpu_count=job.gpu_count,
+                cpu_cores=job.cpu_cores,
+                ram_gb=job.ram_gb,
+                vram_per_gpu_gb=job.vram_per_gpu_gb,
+                share_gpu=job.share_gpu,
+                jobs=alike,
+            )
+            if cost is not None:
+                priced[view] = cost
+        costs = priced
+        preferred = self.policy.preferred_provider(job.gpu_count)
+        if job.tier is Tier.FAST:
+            mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
+            costs = mine or priced
+        band = set(cost_band(costs, self.policy.host_cost_tolerance))
+        if not band or len(band) == len(where.views):
+            return where
+        cheapest = min(costs.values())
+        limit = cheapest * self.policy.host_cost_tolerance
+        dropped: list[tuple[str, Reason]] = []
+        for view in where.views:
+            if view not in priced or view in band:
+                continue
+            if view in costs:
+                why = Reason(
+                    "costlier_host",
+                    f"{view} would host it at {format_usd(priced[view])}/h, over "
+                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {format_usd(cheapest)}/h",
+                    "cost_per_hour",
+                    str(cheapest),
+                    str(priced[view]),
+                    str(limit),
+                )
+            else:
+                why = Reason(
+                    "fast_keeps_preferred_provider",
+                    f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now "
+                    f"(seed 000's size rule); {view} would cost {format_usd(priced[view])}/h",
+                    "provider",
+                    preferred,
+                    self.state.groups[base_of(view)[0]].provider,
+                )
+            dropped.append((view, why))
+        views = tuple(v for v in where.views if v in band or v not in priced)
+        return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
+
+    def _headroom(self, rec: GroupRecord) -> int:
+        found = self._headrooms.get(rec.name)
+        if found is None:
+            found = self._headrooms[rec.name] = node_headroom(self.state, rec)
+        return found
+
+    def _in_flight(self, group: str) -> bool:
+        if self._flying is None:
+            self._flying = {
+                self.state.slices[sid].group
+                for sid in self.state.live_slice_ids
+                if self.state.slices[sid].state is not NodeState.READY
+            }
+        return group in self._flying
