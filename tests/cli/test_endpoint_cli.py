@@ -134,7 +134,7 @@ def test_the_normalized_output_validates_to_itself(run_cli: Run, tmp_path: Path)
         ({"kind": "live", "name": "x", "imageName": "mine:1"}, ["field 'imageName'", LIVE_GPU_IMAGE]),
         ({"live": True, "kind": "serverless", "name": "x"}, ["field 'live'", "contradicts"]),
         (
-            {"name": "x", "imageName": "i", "cudaVersions": ["13.0"]},
+            {"name": "x", "imageName": "i", "cudaVersions": ["13.9"]},
             ["field 'cudaVersions[0]'", "not a valid CudaVersion"],
         ),
         (

@@ -254,9 +254,9 @@ def test_every_failing_group_is_named() -> None:
 
 
 def test_unknown_cuda_version() -> None:
-    err = invalid(cuda_versions=["12.4", "13.0"])
+    err = invalid(cuda_versions=["12.4", "13.9"])
     assert err.field == "cudaVersions[1]"
-    assert "'13.0' is not a valid CudaVersion" in err.problem
+    assert "'13.9' is not a valid CudaVersion" in err.problem
 
 
 def test_invalid_gpu_group() -> None:

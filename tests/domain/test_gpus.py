@@ -136,14 +136,14 @@ def test_cuda_versions_order_numerically() -> None:
     assert sorted(reversed(versions)) == versions
     assert CudaVersion.V11_8 < CudaVersion.V12_0 < CudaVersion.V12_8
     assert max(CudaVersion.V12_1, CudaVersion.V11_8) is CudaVersion.V12_1
-    assert [v.value for v in versions] == ["11.8", *(f"12.{i}" for i in range(9))]
+    assert [v.value for v in versions] == ["11.8", *(f"12.{i}" for i in range(10)), "13.0", "13.1", "13.2"]
 
 
 def test_unknown_cuda_version_names_the_field() -> None:
     with pytest.raises(InvalidSpecError) as err:
-        CudaVersion.parse("13.0", "cudaVersions[1]")
+        CudaVersion.parse("13.9", "cudaVersions[1]")
     assert err.value.field == "cudaVersions[1]"
-    assert "'13.0' is not a valid CudaVersion; use one of 11.8, 12.0" in err.value.problem
+    assert "'13.9' is not a valid CudaVersion; use one of 11.8, 12.0" in err.value.problem
 
 
 def test_the_seed_compatibility_matrix() -> None:
@@ -171,7 +171,9 @@ def test_h100_group_is_hopper_although_the_seed_files_it_under_ada() -> None:
 
 def test_rtx_5090_group_is_blackwell_and_needs_cuda_12_8() -> None:
     assert G.ADA_32_PRO.architecture is Architecture.BLACKWELL
-    assert usable_cuda_versions(G.ADA_32_PRO, list(CudaVersion)) == (CudaVersion.V12_8,)
+    assert usable_cuda_versions(G.ADA_32_PRO, list(CudaVersion)) == tuple(
+        v for v in CudaVersion if v >= CudaVersion.V12_8
+    )
 
 
 @pytest.mark.parametrize(

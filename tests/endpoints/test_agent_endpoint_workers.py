@@ -206,11 +206,43 @@ def test_a_handler_that_cannot_be_imported_is_a_worker_failure(sqlite_url: str, 
                 for line in logs
             ), logs
             assert any(line["code"] == "worker_failed" for line in logs), logs
+            start_error = c.http.get(f"/endpoints/{eid}").json()["start_error"]
+            assert (
+                "ModuleNotFoundError" in start_error["error"]
+                and start_error["retry_after"] > start_error["at"]
+            )
             # no crash loop: no other worker is started within the back-off (30 s), though workersMin is 1
             time.sleep(2)
             lines = c.http.get(f"/endpoints/{eid}/logs").json()["lines"]
             assert len([line for line in lines if line["kind"] == "worker"]) == 1, lines
             assert [w for w in workers(c, eid) if w["state"] != "lost"] == []
+        finally:
+            node.stop()
+            kill_tree_of(tmp_path / "a")
+
+
+def test_a_worker_whose_process_ends_before_it_is_ready_is_backed_off_and_says_why(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """A worker file that exits while it is imported (as one calling ``runpod.serverless.start()`` at top
+    level would, used as a handler): the worker is lost before it asked for a request, a start failure:
+    backed off (no crash loop) and shown as the endpoint's ``start_error``; its request stays queued."""
+    with controller(sqlite_url, tmp_path) as c:
+        node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
+        try:
+            wait_until(c.agents, 30, "registration")
+            eid = deploy(c, endpoint_spec("exits", "tests.endpoints.exits_on_import:handler"))
+            rid = c.http.post(f"/v2/{eid}/run", json={"input": {"x": 1}}).json()["id"]
+            view = wait_until(
+                lambda: (v := c.http.get(f"/endpoints/{eid}").json())["start_error"] and v,
+                30,
+                "a start error",
+            )
+            assert "failed to start" in view["start_error"]["message"], view["start_error"]
+            time.sleep(2)
+            lines = c.http.get(f"/endpoints/{eid}/logs").json()["lines"]
+            assert len([line for line in lines if line["kind"] == "worker"]) == 1, lines
+            assert status(c, eid, rid)["status"] == "IN_QUEUE"
         finally:
             node.stop()
             kill_tree_of(tmp_path / "a")

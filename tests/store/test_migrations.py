@@ -28,6 +28,7 @@ TABLES = {
     "endpoint_workers",
     "endpoint_requests",
     "endpoint_scaling",
+    "endpoint_stream_chunks",
     "agents",
     "agent_join_tokens",
     "agent_assignments",
@@ -42,7 +43,7 @@ TABLES = {
 def test_a_fresh_database_migrates_to_head(db_url: str) -> None:
     assert current_revision(db_url) is None
     migrate(db_url)
-    assert current_revision(db_url) == head_revision() == "0008"
+    assert current_revision(db_url) == head_revision() == "0009"
     engine = make_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}

@@ -28,7 +28,9 @@ from scalar.api.routes_market import market_router
 from scalar.api.routes_metrics import MetricsPort, metrics_router
 from scalar.api.routes_prices import PricesPort, prices_router
 from scalar.api.routes_runpod import runpod_router
+from scalar.api.routes_runpod_worker import runpod_worker_router
 from scalar.api.tenancy import scoped_view
+from scalar.runtime.endpoints.agent_workers import AgentWorkerService
 from scalar.web.endpoints_page import endpoints_page_router
 from scalar.web.router import STATIC_PATH, mount_dashboard, wants_html
 
@@ -81,6 +83,9 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         app.include_router(
             agent_router(control_plane, app.state.agent_rate_limiter, app.state.agent_failure_limiter)
         )
+        agents = control_plane.agents
+        worker_service = AgentWorkerService(agents.store, agents.clock, agents.secret_box)
+        app.include_router(runpod_worker_router(worker_service))  # RunPod's worker protocol
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))

@@ -206,6 +206,9 @@ def agent_router(
                 body.delivery,
                 body.output,
                 body.error,
+                stream=body.stream,
+                final=body.final,
+                stop_pod=body.stop_pod,
             )
         except AgentWorkerError as err:
             raise _problem(err, "token") from None

@@ -1,9 +1,10 @@
 """RunPod's serverless data plane, so RunPod clients work unchanged: ``/v2/{endpoint_id}/...``.
 
 ``POST run`` (async, returns an id), ``POST runsync`` (waits up to ``?wait=`` ms, default 90 000, then
-answers the current status), ``GET status/{id}``, ``POST cancel/{id}``, ``GET health``. Answers keep
-RunPod's shapes. Errors are problem documents (``application/problem+json``, ``errors`` naming the field
-and the fix) that also carry RunPod's ``{"error": "..."}``.
+answers the current status), ``GET status/{id}``, ``GET stream/{id}``, ``POST cancel/{id}``,
+``POST purge-queue``, ``GET health``, ``GET metrics``. Answers keep RunPod's shapes. Errors are problem
+documents (``application/problem+json``, ``errors`` naming the field and the fix) that also carry RunPod's
+``{"error": "..."}`` and no ``status`` member (a RunPod client reads ``status`` as the job's).
 
 Every route is the caller's tenant's: another tenant's endpoint, and its requests, answer the 404 of an
 endpoint that does not exist (docs/security.md). Bounds (docs/endpoints.md): ids of at most 64
@@ -38,14 +39,18 @@ from scalar.api.problems import (
     validation_problem,
 )
 from scalar.domain.endpoint_scaling import RequestStatus
+from scalar.domain.errors import InvalidSpecError
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService, RequestNotFoundError
 from scalar.wire.endpoints_api import (
     MAX_ID_LENGTH,
     HealthOut,
+    MetricsOut,
+    PurgeOut,
     RequestStatusOut,
     RunAccepted,
     RunPodProblem,
     RunRequest,
+    StreamOut,
 )
 from scalar.wire.jobs import FieldProblem, ProblemDetails, field_problems
 
@@ -70,8 +75,12 @@ _BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def runpod_problem(body: ProblemDetails) -> JSONResponse:
-    """A problem document with RunPod's ``error`` key, so RunPod clients and Scalar's read it alike."""
+    """A problem document with RunPod's ``error`` key, so RunPod clients and Scalar's read it alike. It has
+    no integer ``status`` member: on ``/v2`` a ``status`` is a job status, and RunPod's clients read it as
+    one (an async client's ``stream()`` waits forever for a ``404`` to become final). The HTTP status is the
+    response's own."""
     content = body.model_dump(mode="json", exclude_none=True)
+    content.pop("status", None)
     content["error"] = body.detail
     return JSONResponse(content, status_code=body.status, media_type="application/problem+json")
 
@@ -161,8 +170,8 @@ def _input_problem(problem_text: str, fix: str) -> ApiProblem:
     )
 
 
-async def _job_input(request: Request) -> Any:
-    """The request's ``input``, checked; ``ApiProblem`` naming the field otherwise."""
+async def _run_request(request: Request) -> RunRequest:
+    """The request's body, checked; ``ApiProblem`` naming the field otherwise."""
     raw = await request.body()
     if len(raw) > MAX_INPUT_BYTES:
         text = f"is larger than {MAX_INPUT_BYTES} bytes"
@@ -209,7 +218,7 @@ async def _job_input(request: Request) -> Any:
     issue = _input_issue(checked.input)
     if issue is not None:
         raise _input_problem(*issue)
-    return checked.input
+    return checked
 
 
 def _endpoint_id() -> Any:
@@ -228,11 +237,26 @@ def _run_body() -> dict[str, Any]:
 def runpod_router(service: EndpointService) -> APIRouter:
     router = APIRouter(prefix="/v2", tags=["runpod data plane"], route_class=RunPodRoute, dependencies=[USER])
 
-    def submit(endpoint_id: str, job_input: Any, tenant: str | None) -> dict[str, Any]:
+    def submit(endpoint_id: str, body: RunRequest, tenant: str | None) -> dict[str, Any]:
+        policy = body.policy
         try:
-            return service.submit_request(endpoint_id, job_input, tenant=tenant)
+            return service.submit_request(
+                endpoint_id,
+                body.input,
+                tenant=tenant,
+                webhook=body.webhook,
+                execution_timeout_ms=None if policy is None else policy.executionTimeout,
+                ttl_ms=None if policy is None else policy.ttl,
+            )
         except EndpointNotFoundError:
             raise no_endpoint(endpoint_id) from None
+        except InvalidSpecError as err:
+            raise ApiProblem(
+                422,
+                "invalid-request",
+                f"{err.field}: {err.problem}",
+                [FieldProblem(field=err.field, problem=err.problem, fix=err.hint or RUN_FIX)],
+            ) from None
 
     def read_status(endpoint_id: str, request_id: str, tenant: str | None) -> dict[str, Any]:
         try:
@@ -251,8 +275,8 @@ def runpod_router(service: EndpointService) -> APIRouter:
     )
     async def run(request: Request, endpoint_id: str = _endpoint_id()) -> Any:
         tenant = tenant_filter()
-        job_input = await _job_input(request)
-        return await anyio.to_thread.run_sync(submit, endpoint_id, job_input, tenant)
+        body = await _run_request(request)
+        return await anyio.to_thread.run_sync(submit, endpoint_id, body, tenant)
 
     @router.post(
         "/{endpoint_id}/runsync",
@@ -269,8 +293,8 @@ def runpod_router(service: EndpointService) -> APIRouter:
         ),
     ) -> Any:
         tenant = tenant_filter()
-        job_input = await _job_input(request)
-        accepted = await anyio.to_thread.run_sync(submit, endpoint_id, job_input, tenant)
+        body = await _run_request(request)
+        accepted = await anyio.to_thread.run_sync(submit, endpoint_id, body, tenant)
         deadline = time.monotonic() + wait / 1000
         while True:
             status = await anyio.to_thread.run_sync(read_status, endpoint_id, accepted["id"], tenant)
@@ -300,6 +324,47 @@ def runpod_router(service: EndpointService) -> APIRouter:
             raise no_endpoint(endpoint_id) from None
         except RequestNotFoundError:
             raise no_request(endpoint_id, request_id) from None
+
+    @router.get(
+        "/{endpoint_id}/stream/{request_id}",
+        response_model=StreamOut,
+        responses=_RESPONSES,
+        summary="A streaming request's new chunks (RunPod's stream)",
+    )
+    def stream(endpoint_id: str = _endpoint_id(), request_id: str = _request_id()) -> Any:
+        """The request's status and the chunks its handler yielded since the last call, each returned once;
+        ``stream`` is always present (empty when nothing new came), so a client loops until the status is
+        final and the stream empty."""
+        try:
+            return service.stream(endpoint_id, request_id, tenant=tenant_filter())
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
+        except RequestNotFoundError:
+            raise no_request(endpoint_id, request_id) from None
+
+    @router.post(
+        "/{endpoint_id}/purge-queue",
+        response_model=PurgeOut,
+        responses=_RESPONSES,
+        summary="Cancel every queued request (RunPod's purge-queue)",
+    )
+    def purge_queue(endpoint_id: str = _endpoint_id()) -> Any:
+        try:
+            return service.purge_queue(endpoint_id, tenant=tenant_filter())
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
+
+    @router.get(
+        "/{endpoint_id}/metrics",
+        response_model=MetricsOut,
+        responses=_RESPONSES,
+        summary="Workers and requests by state, with the workers' ids",
+    )
+    def metrics(endpoint_id: str = _endpoint_id()) -> Any:
+        try:
+            return service.metrics(endpoint_id, tenant=tenant_filter())
+        except EndpointNotFoundError:
+            raise no_endpoint(endpoint_id) from None
 
     @router.get(
         "/{endpoint_id}/health",

@@ -104,12 +104,14 @@ def _spec_body(path: Path) -> tuple[dict[str, Any], ServerlessEndpoint]:
     try:
         spec = spec_file.to_domain()
         handler = spec_file.handler_ref()
+        worker = spec_file.worker_fields()  # handlerConfig, or a RunPod worker's command, workdir, env
     except InvalidSpecError as exc:
         problem = exc.problem if exc.hint is None else f"{exc.problem}. To fix: {exc.hint}"
         raise InputError(str(path), exc.field, problem) from None
     body = endpoint_to_json(spec)
     if handler is not None:
         body["handler"] = handler
+    body.update({key: value for key, value in worker.items() if value is not None})
     return body, spec
 
 

@@ -261,6 +261,17 @@ class LiveServerless(ServerlessEndpoint):
     image_name: str = LIVE_GPU_IMAGE
 
 
+def fleet_cuda_versions(allowed: Sequence[CudaVersion]) -> tuple[CudaVersion, ...]:
+    """The CUDA versions a worker accepts on Scalar's own fleet: every known version at or above the
+    lowest one the spec allows (a driver runs applications built for an older CUDA, so an endpoint listing
+    12.x versions gets workers on a driver reporting 13.0). Empty (any version) stays empty. RunPod keeps
+    the spec's exact list (``allowedCudaVersions``); see docs/seed-discrepancies.md."""
+    if not allowed:
+        return ()
+    lowest = min(allowed)
+    return tuple(v for v in sorted(CudaVersion) if v >= lowest)
+
+
 def endpoint_class(kind: EndpointKind | str) -> type[ServerlessEndpoint]:
     """``"serverless"`` -> :class:`ServerlessEndpoint`, ``"live"`` -> :class:`LiveServerless`."""
     try:

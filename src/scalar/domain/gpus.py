@@ -52,6 +52,10 @@ class CudaVersion(Enum):
     V12_6 = "12.6"
     V12_7 = "12.7"
     V12_8 = "12.8"
+    V12_9 = "12.9"
+    V13_0 = "13.0"  # what NVML reports on a driver 580 host (e.g. an H200 with 580.159.04)
+    V13_1 = "13.1"
+    V13_2 = "13.2"
 
     @property
     def number(self) -> tuple[int, int]:

@@ -288,6 +288,8 @@ class ControlPlane:
                 self.clock,
                 seed=self.settings.market_seed or 0,
                 allowed_handlers=self.settings.endpoint_handlers,
+                max_request_retries=self.settings.endpoint_max_request_retries,
+                webhook_allow_private=self.settings.endpoint_webhook_allow_private,
             )
         return self._endpoints
 

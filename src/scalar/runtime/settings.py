@@ -166,6 +166,11 @@ class Settings:
     # [endpoints] handlers: the modules (or module prefixes) whose functions users may deploy as a local
     # endpoint's handler; anything else only an admin may deploy (docs/security.md)
     endpoint_handlers: tuple[str, ...] = ()
+    # [endpoints] (docs/endpoints.md): how often a request whose worker died under it is delivered again
+    # before it FAILS, and whether webhooks may go to loopback or private addresses (off: a tenant's
+    # webhook cannot reach the control plane's own network)
+    endpoint_max_request_retries: int = 2
+    endpoint_webhook_allow_private: bool = False
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -193,6 +198,7 @@ _URL = "url"
 _SEED = "seed"
 _RATE = "rate"
 _NAMES = "names"
+_WHOLE = "whole"
 _BYTES = "bytes"
 _JOB_USER = "job_user"
 _SANDBOX = "sandbox"
@@ -243,7 +249,11 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "max_bytes_per_tenant": ("logs_max_bytes_per_tenant", _BYTES),
         "retention_s": ("logs_retention_s", _POSITIVE),
     },
-    "endpoints": {"handlers": ("endpoint_handlers", _MODULES)},
+    "endpoints": {
+        "handlers": ("endpoint_handlers", _MODULES),
+        "max_request_retries": ("endpoint_max_request_retries", _WHOLE),
+        "webhook_allow_private": ("endpoint_webhook_allow_private", _BOOL),
+    },
 }
 SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
 _FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
@@ -267,6 +277,10 @@ def _check(key: str, kind: str, value: Any, source: str) -> Any:
     if kind == _COUNT:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise bad(f"must be a whole number >= 1, got {value!r}")
+        return value
+    if kind == _WHOLE:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise bad(f"must be a whole number >= 0, got {value!r}")
         return value
     if kind == _BYTES:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -12,7 +12,13 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
 
-from scalar.store.schema_endpoints import endpoint_requests, endpoint_scaling, endpoint_workers, endpoints
+from scalar.store.schema_endpoints import (
+    endpoint_requests,
+    endpoint_scaling,
+    endpoint_stream_chunks,
+    endpoint_workers,
+    endpoints,
+)
 
 ACTIVE = "active"
 DELETED = "deleted"
@@ -143,6 +149,18 @@ def requests_in(
     return [_dict(r) for r in conn.execute(query)]
 
 
+def requests_of_worker(
+    conn: Connection, worker_id: str, statuses: Sequence[str], since: datetime
+) -> list[dict[str, Any]]:
+    """A worker's requests in one of ``statuses`` that finished at or after ``since``."""
+    query = select(endpoint_requests).where(
+        endpoint_requests.c.worker_id == worker_id,
+        endpoint_requests.c.status.in_(list(statuses)),
+        endpoint_requests.c.finished_at >= since,
+    )
+    return [_dict(r) for r in conn.execute(query)]
+
+
 def count_requests(conn: Connection, endpoint_id: str) -> dict[str, int]:
     """Requests by status, and ``retried``: how many requests were retried after losing their worker."""
     rows = conn.execute(
@@ -169,6 +187,109 @@ def recent_requests(conn: Connection, endpoint_id: str, limit: int = 100) -> lis
         .limit(limit)
     )
     return [_dict(r) for r in conn.execute(query)]
+
+
+def purge_queued(conn: Connection, endpoint_id: str, values: Mapping[str, Any]) -> int:
+    """Set ``values`` on every queued request of the endpoint; returns how many there were."""
+    result = conn.execute(
+        update(endpoint_requests)
+        .where(endpoint_requests.c.endpoint_id == endpoint_id, endpoint_requests.c.status == QUEUED)
+        .values(**values)
+    )
+    return int(result.rowcount or 0)
+
+
+def webhooks_due(
+    conn: Connection, terminal: Sequence[str], now: datetime, limit: int
+) -> list[dict[str, Any]]:
+    """Finished requests with a webhook not delivered yet: never tried, or a retry that is due."""
+    never = endpoint_requests.c.webhook_status.is_(None)
+    retry = endpoint_requests.c.webhook_status.in_(["retry", "sending"]) & (
+        endpoint_requests.c.webhook_next_at <= now
+    )
+    query = (
+        select(endpoint_requests)
+        .where(
+            endpoint_requests.c.webhook.is_not(None),
+            endpoint_requests.c.status.in_(list(terminal)),
+            never | retry,
+        )
+        .order_by(endpoint_requests.c.finished_at, endpoint_requests.c.id)
+        .limit(limit)
+    )
+    return [_dict(r) for r in conn.execute(query)]
+
+
+def claim_webhook(
+    conn: Connection, request_id: str, seen_status: str | None, attempts: int, lease_until: datetime
+) -> bool:
+    """Take a webhook delivery (``sending`` until ``lease_until``) if nobody else did since it was read."""
+    status = endpoint_requests.c.webhook_status
+    result = conn.execute(
+        update(endpoint_requests)
+        .where(
+            endpoint_requests.c.id == request_id,
+            status.is_(None) if seen_status is None else status == seen_status,
+            endpoint_requests.c.webhook_attempts == attempts,
+        )
+        .values(webhook_status="sending", webhook_next_at=lease_until)
+    )
+    return bool(result.rowcount)
+
+
+# ---------------------------------------------------------------------------------------------- streams
+
+
+def add_chunks(
+    conn: Connection, request_id: str, outputs: Sequence[Any], at: datetime, limit: int | None = None
+) -> int:
+    """Append what a streaming handler yielded, in order; returns the number of chunks now stored, or -1
+    (nothing stored) when that would pass ``limit``."""
+    last = conn.execute(
+        select(func.max(endpoint_stream_chunks.c.seq)).where(
+            endpoint_stream_chunks.c.request_id == request_id
+        )
+    ).scalar_one()
+    seq = -1 if last is None else int(last)
+    if limit is not None and seq + 1 + len(outputs) > limit:
+        return -1
+    for output in outputs:
+        seq += 1
+        conn.execute(
+            insert(endpoint_stream_chunks).values(
+                request_id=request_id, seq=seq, output=output, taken=False, at=at
+            )
+        )
+    return seq + 1
+
+
+def take_chunks(conn: Connection, request_id: str) -> list[Any]:
+    """The chunks not returned yet, in order, marked returned: each chunk is taken exactly once."""
+    rows = conn.execute(
+        select(endpoint_stream_chunks.c.id, endpoint_stream_chunks.c.output)
+        .where(endpoint_stream_chunks.c.request_id == request_id, endpoint_stream_chunks.c.taken.is_(False))
+        .order_by(endpoint_stream_chunks.c.seq)
+    ).all()
+    taken: list[Any] = []
+    for chunk_id, output in rows:
+        result = conn.execute(
+            update(endpoint_stream_chunks)
+            .where(endpoint_stream_chunks.c.id == chunk_id, endpoint_stream_chunks.c.taken.is_(False))
+            .values(taken=True)
+        )
+        if result.rowcount:
+            taken.append(output)
+    return taken
+
+
+def all_chunks(conn: Connection, request_id: str) -> list[Any]:
+    """Every chunk of the request, in order (the aggregate stream)."""
+    rows = conn.execute(
+        select(endpoint_stream_chunks.c.output)
+        .where(endpoint_stream_chunks.c.request_id == request_id)
+        .order_by(endpoint_stream_chunks.c.seq)
+    ).all()
+    return [r[0] for r in rows]
 
 
 # ---------------------------------------------------------------------------------------------- scaling

@@ -7,12 +7,14 @@
   the worker lifecycle (``scalar.domain.endpoint_workers``).
 - ``endpoint_requests``: the durable request queue. ``attempts`` counts deliveries to a worker, ``retries``
   the deliveries lost with their worker; ``run_until`` is when the modeled service time ends.
+- ``endpoint_stream_chunks``: what a streaming handler yielded, in order (``seq``); ``taken`` once
+  ``/v2/{id}/stream/{request}`` returned it (each chunk is returned once).
 - ``endpoint_scaling``: every scaling decision with its reason (code and sentence) and the numbers it saw.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Integer, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, String, Table, Text, false
 
 from scalar.store.coltypes import ExactDecimal, JSONDocument, UTCDateTime
 from scalar.store.schema import BigId, metadata
@@ -70,7 +72,29 @@ endpoint_requests = Table(
     Column("started_at", UTCDateTime(), nullable=True),
     Column("run_until", UTCDateTime(), nullable=True),
     Column("finished_at", UTCDateTime(), nullable=True),
+    # RunPod's request options (migration 0009): the webhook and its delivery, the request's own execution
+    # timeout (policy.executionTimeout) and when it expires (created + policy.ttl)
+    Column("webhook", String(2048), nullable=True),
+    Column("webhook_status", String(16), nullable=True),
+    Column("webhook_attempts", Integer, nullable=False, server_default="0"),
+    Column("webhook_next_at", UTCDateTime(), nullable=True),
+    Column("webhook_error", Text, nullable=True),
+    Column("execution_timeout_ms", BigInteger, nullable=True),
+    Column("expires_at", UTCDateTime(), nullable=True),
     Index("ix_endpoint_requests_endpoint_id_status_created_at", "endpoint_id", "status", "created_at"),
+)
+
+endpoint_stream_chunks = Table(
+    "endpoint_stream_chunks",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("request_id", String(64), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("output", JSONDocument, nullable=True),
+    Column("taken", Boolean, nullable=False, server_default=false()),
+    Column("at", UTCDateTime(), nullable=False),
+    Index("ix_endpoint_stream_chunks_request_id_seq", "request_id", "seq"),
+    sqlite_autoincrement=True,
 )
 
 endpoint_scaling = Table(
@@ -89,4 +113,11 @@ endpoint_scaling = Table(
     sqlite_autoincrement=True,
 )
 
-__all__ = ["endpoint_requests", "endpoint_scaling", "endpoint_workers", "endpoints", "metadata"]
+__all__ = [
+    "endpoint_requests",
+    "endpoint_scaling",
+    "endpoint_stream_chunks",
+    "endpoint_workers",
+    "endpoints",
+    "metadata",
+]

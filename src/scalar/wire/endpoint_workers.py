@@ -2,7 +2,8 @@
 
 The worker process (``python -m scalar.agent.endpoint_worker``) always calls the controller, under
 ``/agent/v1/endpoints/{endpoint_id}/workers/{worker_id}/``: ``next`` (a long poll for the request delivered
-to it), ``result`` (the handler's output or error) and ``failed`` (the handler could not be loaded). Each
+to it), ``result`` (the handler's output or error, or with ``final`` false the chunks a streaming handler
+yielded) and ``failed`` (the handler could not be loaded). Each
 carries the worker's credential (``SCALAR_WORKER_TOKEN``, given to this worker's job only) and the job's
 attempt (``SCALAR_ATTEMPT``): a call from an attempt that is no longer the job's current one is fenced.
 """
@@ -48,6 +49,9 @@ class ResultCall(WorkerCall):
     delivery: int = Field(ge=1, le=1_000_000)
     output: Any = None
     error: str | None = Field(default=None, max_length=MAX_ERROR_CHARS)
+    final: bool = Field(default=True, description="false: only stream chunks, the request goes on")
+    stream: list[Any] = Field(default_factory=list, max_length=1000, description="values a generator yielded")
+    stop_pod: bool = Field(default=False, description="RunPod's refresh_worker: stop this worker after it")
 
 
 class ResultReply(_Model):

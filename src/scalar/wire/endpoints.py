@@ -43,6 +43,21 @@ MAX_EXECUTION_TIMEOUT_MS = MAX_IDLE_TIMEOUT_S * 1000
 MAX_TEXT = 1000
 MAX_ITEMS = 64
 MAX_HANDLER_LENGTH = 200  # the endpoints.handler column
+MAX_ENV_VARS = 1000  # a job's (wire.jobs.MAX_ENV)
+MAX_ENV_VALUE = 100_000  # a job's argument and env value bound (wire.jobs.MAX_ARG_LENGTH)
+MAX_COMMAND_ARGS = 4096  # a job's (wire.jobs.MAX_ARGS)
+RUNPOD_SET_ENV = frozenset(
+    {
+        "RUNPOD_WEBHOOK_GET_JOB",
+        "RUNPOD_WEBHOOK_POST_OUTPUT",
+        "RUNPOD_WEBHOOK_POST_STREAM",
+        "RUNPOD_WEBHOOK_PING",
+        "RUNPOD_AI_API_KEY",
+        "RUNPOD_POD_ID",
+        "RUNPOD_ENDPOINT_ID",
+    }
+)
+"""The variables Scalar sets for a worker command (a spec's ``env`` may not set them)."""
 
 Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
 Short = Annotated[StrictStr, Field(max_length=MAX_ITEMS)]
@@ -65,12 +80,44 @@ IGNORED_API_FIELDS = frozenset(
 )
 
 
+class TemplateEnvVar(BaseModel):
+    """One of a RunPod template's environment variables (``{"key": ..., "value": ...}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: Annotated[StrictStr, Field(min_length=1, max_length=MAX_TEXT)]
+    value: Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE)]
+
+
 class TemplateSpec(BaseModel):
-    """The part of RunPod's pod template that matters here: its image."""
+    """The parts of RunPod's pod template that matter here: its image and its environment."""
 
     model_config = ConfigDict(extra="ignore")
 
     imageName: Text | None = None
+    env: list[TemplateEnvVar] | None = Field(default=None, max_length=MAX_ENV_VARS)
+
+
+class HandlerConfigSpec(BaseModel):
+    """RunPod's ``serverless.start`` options for a ``handler`` endpoint (the SDK's config keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    return_aggregate_stream: StrictBool = Field(
+        default=False, description="a streaming handler's output is the list of what it yielded"
+    )
+    refresh_worker: StrictBool = Field(default=False, description="restart the worker after each request")
+
+    def flags(self) -> list[str]:
+        """The worker process's command-line flags for these options."""
+        return [
+            flag
+            for flag, on in (
+                ("--return-aggregate-stream", self.return_aggregate_stream),
+                ("--refresh-worker", self.refresh_worker),
+            )
+            if on
+        ]
 
 
 class EndpointSpecFile(BaseModel):
@@ -97,6 +144,28 @@ class EndpointSpecFile(BaseModel):
     locations: str | list[str] | None = None
     handler: Annotated[StrictStr, Field(max_length=MAX_HANDLER_LENGTH)] | None = Field(
         default=None, description="module:function, run by a local worker (docs/formats/endpoint.md)"
+    )
+    command: list[Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_COMMAND_ARGS,
+        description="a RunPod worker to run as argv (it calls runpod.serverless.start); not with handler",
+    )
+    workdir: Annotated[StrictStr, Field(min_length=1, max_length=MAX_TEXT)] | None = Field(
+        default=None, description="the command's working directory: an absolute path on the node"
+    )
+    env: (
+        dict[
+            Annotated[str, Field(min_length=1, max_length=MAX_TEXT)],
+            Annotated[StrictStr, Field(max_length=MAX_ENV_VALUE)],
+        ]
+        | None
+    ) = Field(
+        default=None, max_length=MAX_ENV_VARS, description="the command's environment; overrides template.env"
+    )
+    handlerConfig: HandlerConfigSpec | None = Field(
+        default=None,
+        description="RunPod's start() options for the handler: return_aggregate_stream, refresh_worker",
     )
 
     @field_validator("locations", mode="before")
@@ -128,6 +197,60 @@ class EndpointSpecFile(BaseModel):
                 'write module:function, e.g. "my_service.handler:handle" (the module must be importable)',
             )
         return self.handler
+
+    def worker_fields(self) -> dict[str, Any]:
+        """The fields about how a worker runs (not part of the seed's normalized spec), as stored: the
+        handler's ``handlerConfig``, or a worker ``command`` with its ``workdir`` and ``env`` (``template.env``
+        merged under ``env``)."""
+        if self.handlerConfig is not None and self.handler is None:
+            raise InvalidSpecError(
+                "handlerConfig", "applies to a handler endpoint only", 'set handler: "module:function"'
+            )
+        if self.command is not None and self.handler is not None:
+            raise InvalidSpecError(
+                "command",
+                "cannot be given with handler",
+                "give handler (a Python function Scalar calls) or command (a RunPod worker), not both",
+            )
+        out: dict[str, Any] = {}
+        if self.handlerConfig is not None:
+            out["handlerConfig"] = self.handlerConfig.model_dump()
+        template_env = {v.key: v.value for v in (self.template.env or [])} if self.template else {}
+        env = {**template_env, **(self.env or {})}
+        if self.command is None:
+            for name, given in (("workdir", self.workdir), ("env", self.env or None)):
+                if given is not None:
+                    raise InvalidSpecError(
+                        name,
+                        "applies to a worker command only",
+                        'add command: ["python", "-u", "handler.py"]',
+                    )
+            return out
+        if not self.command[0].strip():
+            raise InvalidSpecError(
+                "command[0]", "is empty", 'give the program to run, e.g. ["python", "-u", "handler.py"]'
+            )
+        if self.workdir is not None and not self.workdir.startswith("/"):
+            raise InvalidSpecError(
+                "workdir",
+                f"{self.workdir!r} is not an absolute path",
+                "give an absolute path on the node, e.g. /srv/worker",
+            )
+        for key in env:
+            if key in RUNPOD_SET_ENV or key.startswith("SCALAR_"):
+                raise InvalidSpecError(f"env.{key}", "is set by Scalar for every worker", "leave it out")
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise InvalidSpecError(
+                    f"env.{key}",
+                    "is not a variable name",
+                    "use letters, digits and _, not starting with a digit",
+                )
+            if "\x00" in env[key]:
+                raise InvalidSpecError(f"env.{key}", "holds a NUL character", "remove it")
+        out["command"] = list(self.command)
+        out["workdir"] = self.workdir
+        out["env"] = env
+        return out
 
     def _check_extra_fields(self) -> None:
         known = sorted(type(self).model_fields)

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
-from scalar.wire.jobs import ProblemDetails, one_of
+from scalar.wire.jobs import FieldProblem, one_of
 
 MAX_ID_LENGTH = 64
 """Endpoint, request and worker ids are at most this long (the store's id columns)."""
@@ -85,8 +85,9 @@ class EndpointLogsOut(BaseModel):
 
 
 class RunPolicy(BaseModel):
-    """RunPod's execution policy. Checked (bounded, finite) but not acted on: a request's time limit is
-    the endpoint's ``executionTimeoutMs``; queued requests do not expire."""
+    """RunPod's execution policy: ``executionTimeout`` replaces the endpoint's ``executionTimeoutMs`` for
+    this request; ``ttl`` ends the request TIMED_OUT if it is unfinished that long after submission;
+    ``lowPriority`` is accepted and ignored."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -98,22 +99,33 @@ class RunPolicy(BaseModel):
 
 
 class RunRequest(BaseModel):
-    """RunPod's request body: ``{"input": {...}}``; ``webhook``, ``policy`` and ``s3Config`` are checked and
-    otherwise ignored (docs/endpoints.md). Any other field is refused, naming it."""
+    """RunPod's request body: ``{"input": {...}}``, ``webhook`` (gets the final status by POST), ``policy``;
+    ``s3Config`` is checked and ignored (docs/endpoints.md). Any other field is refused, naming it."""
 
     model_config = ConfigDict(extra="forbid")
 
     input: Any = Field(description="passed to the handler as job['input']; any JSON value")
     webhook: str | None = Field(
-        None, min_length=1, max_length=MAX_WEBHOOK_LENGTH, pattern=r"^https?://\S+$", description="not called"
+        None,
+        min_length=1,
+        max_length=MAX_WEBHOOK_LENGTH,
+        pattern=r"^https?://\S+$",
+        description="POSTed the final status (retried with backoff)",
     )
     policy: RunPolicy | None = None
     s3Config: dict[str, str] | None = Field(None, max_length=16, description="accepted and ignored")
 
 
-class RunPodProblem(ProblemDetails):
-    """An error of the ``/v2`` data plane: a problem document that also carries RunPod's ``error``."""
+class RunPodProblem(BaseModel):
+    """An error of the ``/v2`` data plane: a problem document that also carries RunPod's ``error``, and no
+    ``status`` member (on ``/v2`` a ``status`` is a job's; RunPod's clients read it as one). The HTTP
+    status is the response's own."""
 
+    type: str = Field(description="a URI naming the kind of problem, e.g. urn:scalar:problem:invalid-request")
+    title: str
+    detail: str
+    instance: str | None = None
+    errors: list[FieldProblem] = Field(default_factory=list)
     error: str = Field(description="the detail, under the key RunPod clients read")
 
 
@@ -141,3 +153,31 @@ class RequestStatusOut(BaseModel):
 class HealthOut(BaseModel):
     workers: dict[str, int]
     jobs: dict[str, int]
+
+
+class StreamChunk(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    output: Any = None
+
+
+class StreamOut(BaseModel):
+    """RunPod's stream answer: the status and the chunks not returned before (each exactly once)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    status: str
+    stream: list[StreamChunk] = Field(description="always present; empty when nothing new came")
+    error: str | None = None
+
+
+class PurgeOut(BaseModel):
+    removed: int = Field(description="how many queued requests were cancelled")
+    status: str
+
+
+class MetricsOut(HealthOut):
+    readyWorkers: list[str]
+    initializingWorkers: list[str]
+    throttledWorkers: list[str]

@@ -12,6 +12,11 @@ assignment, with the GPUs the packer chose in ``CUDA_VISIBLE_DEVICES``. That pro
 - ``failed``: the handler could not be loaded: the worker is lost with that message, and the endpoint's
   waiting requests fail with it (as a controller-run worker's requests do).
 
+A RunPod worker (an endpoint spec's ``command``, ``runpod_worker_job_fields``) is such a job too: the
+launcher (``endpoint_worker --exec``) sets its ``RUNPOD_*`` variables and execs it, and its calls arrive
+through RunPod's worker protocol (``scalar.api.routes_runpod_worker``), mapped onto the same ``take``,
+``result`` (with ``stream`` chunks and ``stop_pod``) and ``stopped_requests``.
+
 The request path is the endpoint tick's, unchanged: a request on a worker whose job ends (process killed,
 node lost) goes back to the queue and is delivered again; ``executionTimeoutMs`` times it out.
 The credential: a random token in the worker job's env as a *secret* value (sealed in the store, opened only
@@ -30,6 +35,7 @@ from scalar.domain.endpoint_scaling import RequestStatus, WorkerState, check_wor
 from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.packing_model import cuda_major_minor
 from scalar.runtime.agents import AgentError
+from scalar.runtime.endpoints.records import MAX_STREAM_CHUNKS
 from scalar.runtime.secrets import SecretBox, SecretError, is_sealed
 from scalar.store import Store
 from scalar.store import agents as agents_repo
@@ -50,7 +56,7 @@ class AgentWorkerError(AgentError):
 # ---------------------------------------------------------------------------------------------- placing
 
 
-def worker_command(endpoint_id: str, worker_id: str, handler: str) -> list[str]:
+def worker_command(endpoint_id: str, worker_id: str, handler: str, flags: Sequence[str] = ()) -> list[str]:
     return [
         "sh",
         "-c",
@@ -62,17 +68,59 @@ def worker_command(endpoint_id: str, worker_id: str, handler: str) -> list[str]:
         worker_id,
         "--handler",
         handler,
+        *flags,
     ]
+
+
+def runpod_worker_command(endpoint_id: str, worker_id: str, command: Sequence[str]) -> list[str]:
+    """A RunPod worker's job command: the launcher sets the ``RUNPOD_*`` variables from the agent's
+    ``SCALAR_CONTROLLER_URL``, the worker's token and the job's attempt, then execs ``command``."""
+    return [
+        "sh",
+        "-c",
+        _LAUNCH,
+        "scalar-runpod-worker",
+        "--endpoint",
+        endpoint_id,
+        "--worker",
+        worker_id,
+        "--exec",
+        "--",
+        *command,
+    ]
+
+
+def runpod_worker_job_fields(
+    endpoint_id: str,
+    worker_id: str,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    workdir: str | None,
+) -> dict[str, Any]:
+    """A RunPod worker's job: its command through the launcher, the spec's env (the job-env checks apply),
+    its workdir, and its credential (``RUNPOD_AI_API_KEY`` is this token)."""
+    fields: dict[str, Any] = {
+        "command": runpod_worker_command(endpoint_id, worker_id, command),
+        "env": {
+            **dict(env),
+            WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True},
+        },
+    }
+    if workdir:
+        fields["workdir"] = workdir
+    return fields
 
 
 def new_worker_id() -> str:
     return f"wk-{uuid.uuid4().hex[:16]}"
 
 
-def worker_job_fields(endpoint_id: str, worker_id: str, handler: str) -> dict[str, Any]:
+def worker_job_fields(
+    endpoint_id: str, worker_id: str, handler: str, flags: Sequence[str] = ()
+) -> dict[str, Any]:
     """What a worker job run by an agent adds to the worker job's fields: its command and its credential."""
     return {
-        "command": worker_command(endpoint_id, worker_id, handler),
+        "command": worker_command(endpoint_id, worker_id, handler, flags),
         "env": {WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True}},
     }
 
@@ -123,15 +171,14 @@ def take_room(room: dict[str, int], gpu_count: int) -> bool:
 
 
 def recent_load_failure(store: Store, endpoint_id: str, now: datetime, backoff_s: float) -> str | None:
-    """The message of a handler load failure less than ``backoff_s`` ago, if it is the endpoint's latest
-    scaling record: no new worker is started until then (no crash loop)."""
+    """The message of a worker start failure (its handler did not load, or its process ended before it
+    asked for a request) less than ``backoff_s`` ago: no new worker is started until then (no crash loop)."""
     with store.read() as tx:
-        latest = repo.list_scaling(tx.conn, endpoint_id, 1)
-    if not latest or latest[0]["code"] != LOAD_FAILED:
+        latest = repo.list_scaling(tx.conn, endpoint_id, 20)
+    failed = next((s for s in latest if s["code"] == LOAD_FAILED), None)
+    if failed is None or now >= failed["at"] + timedelta(seconds=backoff_s):
         return None
-    if now >= latest[0]["at"] + timedelta(seconds=backoff_s):
-        return None
-    return str(latest[0]["message"])
+    return str(failed["message"])
 
 
 # ---------------------------------------------------------------------------------------------- serving
@@ -193,7 +240,14 @@ class AgentWorkerService:
         with self._store().read() as tx:
             self._worker(tx, endpoint_id, worker_id, token)
 
-    def take(self, endpoint_id: str, worker_id: str, token: str, attempt: int) -> dict[str, Any]:
+    def take(
+        self,
+        endpoint_id: str,
+        worker_id: str,
+        token: str,
+        attempt: int,
+        skip: frozenset[tuple[str, int]] = frozenset(),
+    ) -> dict[str, Any]:
         """One look for the worker: ``{stop, reason}``, ``{request}`` or ``{}`` (nothing yet). The first
         look once the worker's job runs marks it ready (the process loaded its handler before calling)."""
         store = self._store()
@@ -215,7 +269,7 @@ class AgentWorkerService:
                             {"ready_at": now, "reason": f"its handler is loaded on {again['node_id']}"},
                         )
             return {}
-        mine = [r for r in running if r["worker_id"] == worker_id]
+        mine = [r for r in running if r["worker_id"] == worker_id and (r["id"], r["attempts"]) not in skip]
         if not mine:
             return {}
         req = mine[0]
@@ -228,17 +282,25 @@ class AgentWorkerService:
         token: str,
         attempt: int,
         request_id: str,
-        delivery: int,
+        delivery: int | None,
         output: Any,
         error: str | None,
+        *,
+        stream: Sequence[Any] = (),
+        final: bool = True,
+        stop_pod: bool = False,
     ) -> tuple[bool, str | None]:
-        """Record the handler's answer if the request is still this worker's at this delivery."""
+        """Record the handler's answer if the request is still this worker's at this delivery: with
+        ``final`` false, chunks a streaming handler yielded (``stream``); else the output or the error.
+        ``stop_pod`` (RunPod's ``refresh_worker``): the worker stops after this request, a fresh one starts."""
         now = self.clock()
         with self._store().write() as tx:
             worker = self._worker(tx, endpoint_id, worker_id, token)
             req = repo.get_request(tx.conn, request_id)
             if req is None or req["endpoint_id"] != endpoint_id:
                 return False, f"no request {request_id} on endpoint {endpoint_id}"
+            if delivery is None:  # RunPod's protocol names no delivery: the one the request is at
+                delivery = int(req["attempts"])
             ours = req["worker_id"] == worker_id and req["attempts"] == delivery
             if ours and RequestStatus(req["status"]).terminal:
                 return True, f"already recorded: {req['status']}"
@@ -250,15 +312,38 @@ class AgentWorkerService:
                 )
             if why is not None:
                 return False, f"ignored (fenced): {why}"
+            if not final:
+                if repo.add_chunks(tx.conn, request_id, list(stream), now, MAX_STREAM_CHUNKS) < 0:
+                    return False, f"the stream of {request_id} holds {MAX_STREAM_CHUNKS} chunks already"
+                return True, None
             values: dict[str, Any] = {"finished_at": now}
             if error is None:
                 values.update(status=RequestStatus.COMPLETED.value, output=output, error=None)
             else:
-                values.update(status=RequestStatus.FAILED.value, error=error)
+                values.update(status=RequestStatus.FAILED.value, output=output, error=error)
             if not repo.update_request_if(tx.conn, request_id, RequestStatus.IN_PROGRESS.value, values):
                 return False, f"request {request_id} is no longer in progress"
-            repo.update_worker(tx.conn, worker_id, {"served": int(worker["served"] or 0) + 1})
+            changes: dict[str, Any] = {"served": int(worker["served"] or 0) + 1}
+            if stop_pod and WorkerState(worker["state"]).active:
+                check_worker_move(WorkerState(worker["state"]), WorkerState.STOPPING)
+                changes.update(
+                    state=WorkerState.STOPPING.value,
+                    reason=f"refresh_worker after request {request_id}: a fresh worker replaces it",
+                )
+            repo.update_worker(tx.conn, worker_id, changes)
         return True, None
+
+    def stopped_requests(
+        self, endpoint_id: str, worker_id: str, token: str, attempt: int, since: datetime
+    ) -> list[str]:
+        """Requests delivered to this worker that were cancelled or timed out since ``since``: the ones
+        its process should stop (RunPod's ``job-stop``)."""
+        with self._store().read() as tx:
+            self._worker(tx, endpoint_id, worker_id, token)
+            rows = repo.requests_of_worker(
+                tx.conn, worker_id, [RequestStatus.CANCELLED.value, RequestStatus.TIMED_OUT.value], since
+            )
+        return [r["id"] for r in rows]
 
     def failed(self, endpoint_id: str, worker_id: str, token: str, attempt: int, error: str) -> str:
         """The handler could not be loaded: the worker is lost with the message; the endpoint's waiting

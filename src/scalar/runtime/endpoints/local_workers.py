@@ -1,8 +1,11 @@
 """Local workers: each runs the endpoint's Python handler (``module:function``) in its own subprocess.
 
-``LocalWorkers.start(worker_id, handler, request_id, job)`` sends one request to the worker's process
-(starting the process on first use) from a background thread; ``finished()`` hands back the answers that
-arrived. ``stop(worker_id)`` kills the process (scale-down, a lost worker, a timed-out request).
+``LocalWorkers.start(worker_id, handler, request_id, job, flags)`` sends one request to the worker's
+process (starting the process on first use) from a background thread; the chunks a streaming handler
+yields go to ``on_chunk(request_id, outputs)`` as they come; ``finished()`` hands back the answers that
+arrived (``lost`` when the process died under the request: the tick retries it, within
+``max_request_retries``). ``stop(worker_id)`` kills the process (scale-down, a lost worker, a timed-out
+request, ``refresh_worker``).
 These are the workers not on an agent node; a worker whose job runs on a node agent is the agent's
 assignment and calls the controller itself (``agent_workers.py``).
 """
@@ -13,9 +16,12 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+ChunkSink = Callable[[str, list[Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +30,14 @@ class Finished:
     worker_id: str
     output: Any = None
     error: str | None = None
+    lost: bool = False  # the process died under the request (it crashed its worker)
+    stop_pod: bool = False  # refresh_worker: the process was stopped after the request
 
 
 class _Process:
-    def __init__(self, handler: str, cwd: Path | None) -> None:
+    def __init__(self, handler: str, cwd: Path | None, flags: Sequence[str] = ()) -> None:
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "scalar.runtime.endpoints.handler_process", handler],
+            [sys.executable, "-m", "scalar.runtime.endpoints.handler_process", handler, *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -48,7 +56,7 @@ class _Process:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def call(self, job: dict[str, Any]) -> dict[str, Any]:
+    def call(self, job: dict[str, Any], on_chunk: Callable[[Any], None]) -> dict[str, Any]:
         with self.lock:
             if self.ready is None:
                 hello = self._read()
@@ -59,7 +67,11 @@ class _Process:
             assert self.popen.stdin is not None
             self.popen.stdin.write(json.dumps(job) + "\n")
             self.popen.stdin.flush()
-            return self._read()
+            while True:
+                answer = self._read()
+                if "chunk" not in answer:
+                    return answer
+                on_chunk(answer["chunk"])
 
     def kill(self) -> None:
         if self.popen.poll() is None:
@@ -73,17 +85,25 @@ class _Process:
 class LocalWorkers:
     """The handler processes of this control plane's local workers, by worker id."""
 
-    def __init__(self, cwd: Path | None = None) -> None:
+    def __init__(self, cwd: Path | None = None, on_chunk: ChunkSink | None = None) -> None:
         self._cwd = cwd
+        self.on_chunk = on_chunk
         self._processes: dict[str, _Process] = {}
         self._done: list[Finished] = []
         self._lock = threading.Lock()
 
-    def start(self, worker_id: str, handler: str, request_id: str, job: dict[str, Any]) -> None:
+    def start(
+        self,
+        worker_id: str,
+        handler: str,
+        request_id: str,
+        job: dict[str, Any],
+        flags: Sequence[str] = (),
+    ) -> None:
         with self._lock:
             process = self._processes.get(worker_id)
             if process is None:
-                process = _Process(handler, self._cwd)
+                process = _Process(handler, self._cwd, flags)
                 self._processes[worker_id] = process
         thread = threading.Thread(
             target=self._run,
@@ -94,11 +114,21 @@ class LocalWorkers:
         thread.start()
 
     def _run(self, process: _Process, worker_id: str, request_id: str, job: dict[str, Any]) -> None:
+        def chunk(output: Any) -> None:
+            if self.on_chunk is not None:
+                self.on_chunk(request_id, [output])
+
         try:
-            answer = process.call(job)
-            done = Finished(request_id, worker_id, answer.get("output"), answer.get("error"))
+            answer = process.call(job, chunk)
+            stop_pod = bool(answer.get("stop_pod"))
+            done = Finished(
+                request_id, worker_id, answer.get("output"), answer.get("error"), stop_pod=stop_pod
+            )
+            if stop_pod:
+                self.stop(worker_id)
         except Exception as exc:  # the process died under the request: the worker is lost
-            done = Finished(request_id, worker_id, None, f"worker lost: {exc}")
+            self.stop(worker_id)
+            done = Finished(request_id, worker_id, None, f"worker lost: {exc}", lost=True)
         with self._lock:
             self._done.append(done)
 

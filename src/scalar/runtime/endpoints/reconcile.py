@@ -26,11 +26,11 @@ from scalar.domain.endpoint_scaling import (
     decide_scale,
     service_time_s,
 )
-from scalar.domain.endpoints import ServerlessEndpoint
+from scalar.domain.endpoints import ServerlessEndpoint, fleet_cuda_versions
 from scalar.domain.gpus import GpuGroup, group_of_model
 from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
-from scalar.runtime.endpoints.records import spec_from_row
+from scalar.runtime.endpoints.records import handler_flags, spec_from_row, worker_command
 from scalar.store import endpoints as repo
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class _Pass:
     scaling: list[dict[str, Any]] = field(default_factory=list)
     local_starts: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     agent_room: dict[str, int] | None = None  # free GPUs on agent nodes not claimed yet (agent_workers.py)
+    flags: list[str] = field(default_factory=list)  # the handler process's flags (handlerConfig)
 
 
 def worker_gpu_models(spec: ServerlessEndpoint) -> list[str]:
@@ -140,6 +141,8 @@ def _sync_worker(
     if state is WorkerState.STOPPING:
         if job_state not in (*JOB_WAITING, "RUNNING"):
             _move(p, w, WorkerState.STOPPED, stopped_at=now)
+        elif str(w["reason"] or "").startswith("refresh_worker") and w["_on_agent"]:
+            cancel_worker_job(svc, w)  # a RunPod worker does not exit on its own after stopPod
         return
     if job is not None and job_state == "RUNNING":
         if state is WorkerState.PENDING:
@@ -178,11 +181,26 @@ def _sync_worker(
     if job is not None and job_state in JOB_WAITING:
         cancel_worker_job(svc, w)
     svc.local.stop(w["id"])
+    never_ready = state is WorkerState.INITIALIZING and w["ready_at"] is None
     _move(p, w, WorkerState.LOST, stopped_at=now, reason=f"lost: {why}")
+    if never_ready and w["_on_agent"] and job_state not in JOB_WAITING:
+        # its process ended before it ever asked for a request: a start failure, backed off (no crash loop)
+        p.scaling.append(
+            {
+                "action": "hold",
+                "code": agent_workers.LOAD_FAILED,
+                "message": f"worker {w['id']} failed to start: {why} (no new worker for "
+                f"{svc.refusal_backoff_s:g} s)",
+                "workers_before": 0,
+                "workers_target": 0,
+                "data": {"worker_id": w["id"], "error": why},
+            }
+        )
 
 
 def _cuda(spec: ServerlessEndpoint) -> list[str] | None:
-    return [v.value for v in spec.cuda_versions] if spec.cuda_versions else None
+    """The worker job's CUDA versions: at or above the spec's lowest, on Scalar's own fleet."""
+    return [v.value for v in fleet_cuda_versions(spec.cuda_versions)] or None
 
 
 def _move_to_agents(
@@ -217,6 +235,41 @@ def _work_s(job_input: Any) -> float:
     return DEFAULT_WORK_S
 
 
+_TTL_ERROR = "the request outlived its policy.ttl: it expired before it finished"
+
+
+def _lost_values(svc: EndpointService, req: dict[str, Any], why: str, now: datetime) -> dict[str, Any]:
+    """A request whose worker died under it goes back to the queue, at most ``max_request_retries`` times;
+    then it FAILS with the reason (a request that crashes every worker it reaches cannot loop forever)."""
+    if req["retries"] >= svc.max_request_retries:
+        return {
+            "status": RequestStatus.FAILED.value,
+            "finished_at": now,
+            "error": f"{why}; not retried again: it was retried {req['retries']} time(s), the limit "
+            f"([endpoints] max_request_retries = {svc.max_request_retries})",
+        }
+    return {
+        "status": RequestStatus.IN_QUEUE.value,
+        "worker_id": None,
+        "started_at": None,
+        "run_until": None,
+        "retries": req["retries"] + 1,
+        "error": f"retrying: {why}",
+    }
+
+
+def _expire_queued(p: _Pass, queued: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Queued requests past their ``policy.ttl`` end TIMED_OUT; returns the others."""
+    keep: list[dict[str, Any]] = []
+    for req in queued:
+        if req.get("expires_at") is not None and req["expires_at"] <= now:
+            values = {"status": RequestStatus.TIMED_OUT.value, "finished_at": now, "error": _TTL_ERROR}
+            p.requests.append((req["id"], RequestStatus.IN_QUEUE.value, values))
+        else:
+            keep.append(req)
+    return keep
+
+
 def _finish_requests(
     svc: EndpointService,
     spec: ServerlessEndpoint,
@@ -228,34 +281,33 @@ def _finish_requests(
 ) -> set[str]:
     """Complete, fail, time out or requeue the running requests; returns the workers still busy."""
     busy: set[str] = set()
-    timeout_s = spec.execution_timeout_ms / 1000
     for req in running:
         worker = workers.get(req["worker_id"] or "")
         done = local_done.pop(req["id"], None)
+        lost_why: str | None = None
         if worker is None or not WorkerState(worker["state"]).active:
+            lost_why = f"worker {req['worker_id']} was lost during attempt {req['attempts']}" + (
+                f" ({worker['reason']})" if worker is not None and worker.get("reason") else ""
+            )
+        elif done is not None and done.lost:
+            lost_why = f"its handler process died during attempt {req['attempts']} ({done.error})"
+        if lost_why is not None:
             p.requests.append(
-                (
-                    req["id"],
-                    RequestStatus.IN_PROGRESS.value,
-                    {
-                        "status": RequestStatus.IN_QUEUE.value,
-                        "worker_id": None,
-                        "started_at": None,
-                        "run_until": None,
-                        "retries": req["retries"] + 1,
-                        "error": f"retrying: worker {req['worker_id']} was lost during attempt {req['attempts']}",
-                    },
-                )
+                (req["id"], RequestStatus.IN_PROGRESS.value, _lost_values(svc, req, lost_why, now))
             )
             continue
+        assert worker is not None
         finished_at: datetime | None = None
         values: dict[str, Any] = {}
+        timeout_ms = req.get("execution_timeout_ms") or spec.execution_timeout_ms
+        timeout_s = timeout_ms / 1000
+        expired = req.get("expires_at") is not None and req["expires_at"] <= now
         if done is not None:
             finished_at = now
             if done.error is None:
                 values = {"status": RequestStatus.COMPLETED.value, "output": done.output, "error": None}
             else:
-                values = {"status": RequestStatus.FAILED.value, "error": done.error}
+                values = {"status": RequestStatus.FAILED.value, "output": done.output, "error": done.error}
         elif req["run_until"] is not None and req["run_until"] <= now:
             finished_at = req["run_until"]
             group = GpuGroup(worker["gpu_group"]) if worker["gpu_group"] else spec.gpus[0]
@@ -265,12 +317,15 @@ def _finish_requests(
                 "output": _sim_output(req, group, service_s),
                 "error": None,
             }
-        elif timeout_s > 0 and req["started_at"] + timedelta(seconds=timeout_s) <= now:
+        elif expired or (timeout_s > 0 and req["started_at"] + timedelta(seconds=timeout_s) <= now):
             finished_at = now
-            values = {
-                "status": RequestStatus.TIMED_OUT.value,
-                "error": f"execution took longer than executionTimeoutMs {spec.execution_timeout_ms}",
-            }
+            source = (
+                f"policy.executionTimeout {timeout_ms}"
+                if req.get("execution_timeout_ms")
+                else f"executionTimeoutMs {spec.execution_timeout_ms}"
+            )
+            error = _TTL_ERROR if expired else f"execution took longer than {source}"
+            values = {"status": RequestStatus.TIMED_OUT.value, "error": error}
             svc.local.stop(worker["id"])
             if worker.get("_on_agent"):  # its process still runs the handler: stop the worker's job
                 cancel_worker_job(svc, worker)
@@ -308,7 +363,8 @@ def _dispatch(
         (w for w in workers.values() if w["state"] == WorkerState.IDLE.value),
         key=lambda w: (w["idle_since"] or now, w["id"]),
     )
-    handler = row["handler"] if row["target"] == "local" else None
+    real = row["target"] == "local"  # a handler or a worker command serves it (not the modeled time)
+    handler = row["handler"] if real else None
     rest = list(queued)
     while idle and rest:
         worker, req = idle.pop(0), rest.pop(0)
@@ -319,11 +375,11 @@ def _dispatch(
             "attempts": req["attempts"] + 1,
             "run_until": None,
         }
-        if handler is None:
+        if not real:
             group = GpuGroup(worker["gpu_group"]) if worker["gpu_group"] else GpuGroup.AMPERE_48
             service_s = service_time_s(group, svc.rng, _work_s(req["input"]))
             values["run_until"] = now + timedelta(seconds=service_s)
-        elif not worker.get("_on_agent"):  # an agent-run worker takes it with its next poll
+        elif handler is not None and not worker.get("_on_agent"):  # an agent-run worker takes it itself
             p.local_starts.append((worker["id"], handler, {"id": req["id"], "input": req["input"]}))
         p.requests.append((req["id"], RequestStatus.IN_QUEUE.value, values))
         _move(p, worker, WorkerState.BUSY)
@@ -395,7 +451,7 @@ def _start_workers(
         "tier": "FAST",
         "gpu_count": spec.gpu_count,
         "gpu_models": worker_gpu_models(spec),  # the spec's groups, in its preference order
-        **({"cuda_versions": [v.value for v in spec.cuda_versions]} if spec.cuda_versions else {}),
+        **({"cuda_versions": cuda} if (cuda := _cuda(spec)) else {}),
         "expected_duration_sec": svc.worker_duration_s,
         "name": f"{spec.name}-worker",
         "endpoint_id": row["id"],
@@ -404,8 +460,10 @@ def _start_workers(
     started = 0
     # A local endpoint's worker runs on a node agent when a READY agent-backed node has room for it.
     handler = row["handler"] if row["target"] == "local" else None
-    if handler is not None and agent_workers.recent_load_failure(
-        svc.store, row["id"], now, svc.refusal_backoff_s
+    command = worker_command(row)  # a RunPod worker: always a job run by a node agent
+    failed_now = any(s["code"] == agent_workers.LOAD_FAILED for s in p.scaling)
+    if (handler is not None or command is not None) and (
+        failed_now or agent_workers.recent_load_failure(svc.store, row["id"], now, svc.refusal_backoff_s)
     ):
         return 0  # its handler could not be loaded just now: wait before starting another worker
     room = {} if handler is None else p.agent_room
@@ -414,9 +472,16 @@ def _start_workers(
     for _ in range(decision.start):
         agent_worker_id = None
         submit = fields
-        if handler is not None and agent_workers.take_room(room, spec.gpu_count):
+        if command is not None:
             agent_worker_id = agent_workers.new_worker_id()
-            submit = {**fields, **agent_workers.worker_job_fields(row["id"], agent_worker_id, handler)}
+            extra = agent_workers.runpod_worker_job_fields(
+                row["id"], agent_worker_id, command, row["spec"].get("env") or {}, row["spec"].get("workdir")
+            )
+            submit = {**fields, **extra}
+        elif handler is not None and agent_workers.take_room(room, spec.gpu_count):
+            agent_worker_id = agent_workers.new_worker_id()
+            extra = agent_workers.worker_job_fields(row["id"], agent_worker_id, handler, p.flags)
+            submit = {**fields, **extra}
         try:
             job = svc.jobs.submit_job(submit)
         except Exception as exc:
@@ -459,7 +524,7 @@ def _tick_endpoint(
         worker_rows = repo.list_workers(tx.conn, endpoint_id, states=ACTIVE_STATES)
         running = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_PROGRESS.value)
         queued = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_QUEUE.value)
-    p = _Pass()
+    p = _Pass(flags=handler_flags(row))
     workers = {w["id"]: w for w in worker_rows}
     for w in worker_rows:
         _sync_worker(svc, spec, p, w, now)
@@ -471,6 +536,7 @@ def _tick_endpoint(
     ]
     for r in requeued:
         r.update(status="IN_QUEUE", retries=r["retries"] + 1)
+    queued = _expire_queued(p, queued, now)
     still_queued = sorted([*requeued, *queued], key=lambda r: (r["created_at"], r["id"]))
     rest = _dispatch(svc, row, p, workers, busy, still_queued, now)
     dispatched = len(still_queued) - len(rest)
@@ -504,7 +570,7 @@ def _write(
         for values in p.scaling:
             repo.record_scaling(tx.conn, endpoint_id, now, values)
     for worker_id, handler, job in started_local:
-        svc.local.start(worker_id, handler, job["id"], job)
+        svc.local.start(worker_id, handler, job["id"], job, p.flags)
 
 
 # ---------------------------------------------------------------------------------------------- views

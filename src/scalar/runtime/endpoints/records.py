@@ -7,17 +7,36 @@ from typing import Any
 
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
 from scalar.domain.endpoints import ServerlessEndpoint
-from scalar.wire.endpoints import EndpointSpecFile
+from scalar.wire.endpoints import EndpointSpecFile, HandlerConfigSpec
 
 TARGETS = ("builtin", "local", "runpod")
+MAX_STREAM_CHUNKS = 10_000
+"""A request's stream holds at most this many chunks; a handler yielding more has the rest refused."""
 UNHEALTHY_WINDOW_S = 600.0
 """A lost worker counts as unhealthy in ``/health`` for this long."""
 
 
+WORKER_FIELDS = ("handler", "handlerConfig", "command", "workdir", "env")
+"""Stored spec fields about how a worker runs, beside the seed's normalized spec."""
+
+
 def spec_from_row(row: dict[str, Any]) -> ServerlessEndpoint:
     data = dict(row["spec"])
-    data.pop("handler", None)
+    for key in WORKER_FIELDS:
+        data.pop(key, None)
     return EndpointSpecFile.model_validate(data).to_domain()
+
+
+def worker_command(row: dict[str, Any]) -> list[str] | None:
+    """A command endpoint's worker argv (a RunPod worker), or ``None``."""
+    command = row["spec"].get("command") if row["target"] == "local" else None
+    return None if not command else [str(a) for a in command]
+
+
+def handler_flags(row: dict[str, Any]) -> list[str]:
+    """The handler process's flags for the endpoint's ``handlerConfig`` (RunPod's start() options)."""
+    config = row["spec"].get("handlerConfig")
+    return [] if not config else HandlerConfigSpec.model_validate(config).flags()
 
 
 def iso(at: datetime | None) -> str | None:

@@ -17,14 +17,16 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from scalar.domain.endpoint_scaling import RequestStatus, WorkerState
 from scalar.domain.errors import InvalidSpecError
 from scalar.runtime.endpoints import reconcile
+from scalar.runtime.endpoints.agent_workers import LOAD_FAILED
 from scalar.runtime.endpoints.local_workers import LocalWorkers
 from scalar.runtime.endpoints.records import (
+    MAX_STREAM_CHUNKS,
     TARGETS,
     health_counts,
     iso,
@@ -32,6 +34,7 @@ from scalar.runtime.endpoints.records import (
     scaling_dict,
     worker_dict,
 )
+from scalar.runtime.endpoints.webhooks import WebhookSender, target_problem
 from scalar.store import Store
 from scalar.store import endpoints as repo
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
@@ -109,7 +112,7 @@ def parse_spec(body: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
     ``ValidationError`` naming the field."""
     spec_file = EndpointSpecFile.model_validate(dict(body))
     spec = spec_file.to_domain()
-    return endpoint_to_json(spec), spec_file.handler_ref()
+    return {**endpoint_to_json(spec), **spec_file.worker_fields()}, spec_file.handler_ref()
 
 
 class EndpointService:
@@ -123,6 +126,8 @@ class EndpointService:
         worker_duration_s: float = DEFAULT_WORKER_DURATION_S,
         refusal_backoff_s: float = 30.0,
         allowed_handlers: Sequence[str] = (),
+        max_request_retries: int = 2,
+        webhook_allow_private: bool = False,
     ) -> None:
         self.jobs = jobs
         self.allowed_handlers = tuple(allowed_handlers)  # [endpoints] handlers: what users may deploy
@@ -131,8 +136,11 @@ class EndpointService:
         self.rng = random.Random(seed)
         self.worker_duration_s = worker_duration_s
         self.refusal_backoff_s = refusal_backoff_s
-        self.local = LocalWorkers()
+        self.max_request_retries = max_request_retries
+        self.webhook_allow_private = webhook_allow_private
+        self.local = LocalWorkers(on_chunk=self.add_chunks)
         self.state = reconcile.TickMemory()
+        self.webhooks = WebhookSender(self)
 
     @property
     def store(self) -> Store:
@@ -140,6 +148,7 @@ class EndpointService:
 
     def close(self) -> None:
         self.local.close()
+        self.webhooks.close()
 
     # ---- endpoints -----------------------------------------------------------------------------------
 
@@ -161,7 +170,7 @@ class EndpointService:
         ``[endpoints] handlers`` unless ``admin`` (``HandlerNotAllowedError``)."""
         spec, handler = parse_spec(body)
         self._check_handler(handler, admin)
-        target = _target(target, handler)
+        target = _target(target, handler, bool(spec.get("command")))
         now = self.clock()
         endpoint_id = new_id("ep", now)
         with self.store.write() as tx:
@@ -330,7 +339,28 @@ class EndpointService:
             },
             "cost": reconcile.cost_summary(self, workers, counts, now),
             "no_workers_reason": reconcile.no_workers_reason(self, row, active, scaling),
+            "start_error": self._start_error(workers, scaling),
             "scaling": [scaling_dict(s) for s in scaling],
+        }
+
+    def _start_error(
+        self, workers: list[dict[str, Any]], scaling: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The latest worker that failed to start (its handler did not load, its process ended before it
+        asked for a request), unless a worker became ready since: ``{at, worker_id, error, retry_after}``."""
+        failed = next((s for s in scaling if s["code"] == LOAD_FAILED), None)
+        if failed is None:
+            return None
+        readies = [w["ready_at"] for w in workers if w["ready_at"] is not None and w["state"] != "lost"]
+        if readies and max(readies) > failed["at"]:
+            return None
+        data = failed.get("data") or {}
+        return {
+            "at": iso(failed["at"]),
+            "worker_id": data.get("worker_id"),
+            "error": str(data.get("error") or failed["message"]),
+            "message": failed["message"],
+            "retry_after": iso(failed["at"] + timedelta(seconds=self.refusal_backoff_s)),
         }
 
     def logs(self, endpoint_id: str, limit: int = 100, *, tenant: str | None = None) -> list[dict[str, Any]]:
@@ -375,10 +405,25 @@ class EndpointService:
             raise EndpointNotFoundError(endpoint_id)
 
     def submit_request(
-        self, endpoint_id: str, job_input: Any, *, tenant: str | None = None
+        self,
+        endpoint_id: str,
+        job_input: Any,
+        *,
+        tenant: str | None = None,
+        webhook: str | None = None,
+        execution_timeout_ms: int | None = None,
+        ttl_ms: int | None = None,
     ) -> dict[str, Any]:
-        """Store a request (durable) and return ``{id, status: IN_QUEUE}``."""
+        """Store a request (durable) and return ``{id, status: IN_QUEUE}``. RunPod's options: ``webhook``
+        (gets the final status; ``InvalidSpecError`` naming it for a private target unless allowed),
+        ``execution_timeout_ms`` (``policy.executionTimeout``: replaces the endpoint's limit for this
+        request) and ``ttl_ms`` (``policy.ttl``: the request ends TIMED_OUT if unfinished that long after
+        it was submitted)."""
         self._active(endpoint_id, tenant)
+        if webhook is not None:
+            problem = target_problem(webhook, self.webhook_allow_private)
+            if problem is not None:
+                raise InvalidSpecError("webhook", problem, "give a public http(s) URL that accepts a POST")
         now = self.clock()
         request_id = new_id("req", now)
         with self.store.write() as tx:
@@ -390,9 +435,65 @@ class EndpointService:
                     "status": RequestStatus.IN_QUEUE.value,
                     "input": job_input,
                     "created_at": now,
+                    "webhook": webhook,
+                    "execution_timeout_ms": execution_timeout_ms,
+                    "expires_at": None if ttl_ms is None else now + timedelta(milliseconds=ttl_ms),
                 },
             )
         return {"id": request_id, "status": RequestStatus.IN_QUEUE.value}
+
+    def purge_queue(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """RunPod's ``purge-queue``: every queued request is cancelled (those in progress run on)."""
+        self._active(endpoint_id, tenant)
+        now = self.clock()
+        values = {
+            "status": RequestStatus.CANCELLED.value,
+            "finished_at": now,
+            "error": "the queue was purged",
+        }
+        with self.store.write() as tx:
+            removed = repo.purge_queued(tx.conn, endpoint_id, values)
+        return {"removed": removed, "status": "completed"}
+
+    def add_chunks(self, request_id: str, outputs: list[Any]) -> None:
+        """Store what a streaming handler yielded for a request still in progress (a controller-run
+        worker's chunks; an agent-run worker's come through ``AgentWorkerService.result``)."""
+        with self.store.write() as tx:
+            row = repo.get_request(tx.conn, request_id)
+            if row is not None and row["status"] == RequestStatus.IN_PROGRESS.value:
+                repo.add_chunks(tx.conn, request_id, outputs, self.clock(), MAX_STREAM_CHUNKS)
+
+    def stream(self, endpoint_id: str, request_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """RunPod's ``stream``: the request's status and the chunks not returned before, each once
+        (``stream`` is always there, empty when nothing new came)."""
+        self._visible_endpoint(endpoint_id, tenant)
+        with self.store.write() as tx:
+            row = repo.get_request(tx.conn, request_id)
+            if row is None or row["endpoint_id"] != endpoint_id:
+                raise RequestNotFoundError(request_id)
+            chunks = repo.take_chunks(tx.conn, request_id)
+        status = request_status(row, self.clock())
+        body: dict[str, Any] = {"id": status["id"], "status": status["status"]}
+        body["stream"] = [{"output": chunk} for chunk in chunks]
+        for key in ("delayTime", "executionTime", "workerId", "error"):
+            if key in status:
+                body[key] = status[key]
+        return body
+
+    def metrics(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """What runpod-flash reads from ``/v2/{id}/metrics``: the health counts and the workers by id."""
+        self._active(endpoint_id, tenant)
+        now = self.clock()
+        with self.store.read() as tx:
+            workers = repo.list_workers(tx.conn, endpoint_id)
+            counts = repo.count_requests(tx.conn, endpoint_id)
+        health = health_counts(workers, counts, now)
+        return {
+            **health,
+            "readyWorkers": [w["id"] for w in workers if w["state"] in ("idle", "busy")],
+            "initializingWorkers": [w["id"] for w in workers if w["state"] == "initializing"],
+            "throttledWorkers": [w["id"] for w in workers if w["state"] == "pending"],
+        }
 
     def request_status(
         self, endpoint_id: str, request_id: str, *, tenant: str | None = None
@@ -437,20 +538,28 @@ class EndpointService:
     def tick(self, now: datetime | None = None) -> None:
         """One pass over every active endpoint (the leader calls it after each controller step). A failure
         is logged and retried on the next pass; it never costs the leader its lease."""
+        at = self.clock() if now is None else now
         try:
-            reconcile.tick(self, self.clock() if now is None else now)
+            reconcile.tick(self, at)
+            self.webhooks.deliver_due(at)
         except Exception:
             log.exception("endpoint tick failed; retrying on the next pass")
 
 
-def _target(target: str | None, handler: str | None) -> str:
+def _target(target: str | None, handler: str | None, command: bool = False) -> str:
     if target is None:
-        return "local" if handler is not None else "builtin"
+        return "local" if handler is not None or command else "builtin"
     if target not in TARGETS:
         raise InvalidSpecError("target", f"{target!r} is not a target", f"use one of {', '.join(TARGETS)}")
-    if target == "local" and handler is None:
+    if target == "local" and handler is None and not command:
         raise InvalidSpecError(
-            "handler", "is required for target local", 'set handler to "module:function" in the spec'
+            "handler",
+            "is required for target local",
+            'set handler to "module:function", or command to a RunPod worker\'s argv, in the spec',
+        )
+    if target != "local" and command:
+        raise InvalidSpecError(
+            "command", f"runs on Scalar's own nodes, not target {target}", "use target local"
         )
     return target
 
