@@ -38,7 +38,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from fastapi.security import APIKeyHeader
 
-from scalar.api.access import ACCESS_ATTRIBUTE, AGENT_BURST, AGENT_RATE_PER_S, Access, rate_limited
+from scalar.api.access import (
+    ACCESS_ATTRIBUTE,
+    AGENT_BURST,
+    AGENT_RATE_PER_S,
+    FAILURE_BURST,
+    FAILURE_DELAY_S,
+    FAILURE_RATE_PER_S,
+    Access,
+    rate_limited,
+)
 from scalar.api.auth import RateLimiter
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.agents import AgentError
@@ -69,34 +78,53 @@ worker_key = APIKeyHeader(
 
 
 _PER_WORKER = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # calls per worker, as for Scalar's own workers
+_FAILURES = RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)  # refused keys per client address
 
 
-def _key(request: Request, raw: Annotated[str | None, Depends(worker_key)]) -> str:
-    """The worker's key (checked against the worker by each route's read), rate-limited per worker."""
-    token = (raw or "").strip()
-    if token.lower().startswith("bearer "):
-        token = token[7:].strip()
-    if not token:
-        raise ApiProblem(
-            401,
-            "worker-token-invalid",
-            "no worker key",
-            [
-                FieldProblem(
-                    field="Authorization",
-                    problem="is missing",
-                    fix="send the worker's RUNPOD_AI_API_KEY (set by Scalar for the worker's job)",
-                )
-            ],
-        )
-    worker = f"{request.path_params.get('endpoint_id', '')}/{request.path_params.get('worker_id', '')}"
-    wait = _PER_WORKER.take("runpod-worker:" + worker)
-    if wait > 0:
-        raise rate_limited(wait, "worker")
-    return token
+def _no_key(problem: str) -> ApiProblem:
+    return ApiProblem(
+        401,
+        "worker-token-invalid",
+        "not this worker's key",
+        [
+            FieldProblem(
+                field="Authorization",
+                problem=problem,
+                fix="send the worker's RUNPOD_AI_API_KEY (set by Scalar for the worker's job)",
+            )
+        ],
+    )
 
 
-setattr(_key, ACCESS_ATTRIBUTE, Access.WORKER)  # the declaration the route walk reads (api/access.py)
+def _checked_key(workers: AgentWorkerService) -> Any:
+    """The declaration of the worker protocol's routes (``Access.WORKER``): the worker's key, raw or as
+    Bearer, checked against that worker by a read before any route runs (any failure is 401, and a client
+    looping on bad keys is held back), then rate-limited per worker."""
+
+    async def worker_key_checked(request: Request, raw: Annotated[str | None, Depends(worker_key)]) -> str:
+        token = (raw or "").strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        endpoint_id = str(request.path_params.get("endpoint_id", ""))
+        worker_id = str(request.path_params.get("worker_id", ""))
+        try:
+            if not token:
+                raise _no_key("is missing")
+            await run_in_threadpool(workers.authenticate, endpoint_id, worker_id, token)
+        except (AgentWorkerError, ApiProblem):
+            client = request.client.host if request.client is not None else "?"
+            wait = _FAILURES.take("runpod-worker-failure:" + client)
+            if wait > 0:
+                await asyncio.sleep(FAILURE_DELAY_S)
+                raise rate_limited(wait, "address") from None
+            raise _no_key("is not the key of this endpoint's worker") from None
+        wait = _PER_WORKER.take(f"runpod-worker:{endpoint_id}/{worker_id}")
+        if wait > 0:
+            raise rate_limited(wait, "worker")
+        return token
+
+    setattr(worker_key_checked, ACCESS_ATTRIBUTE, Access.WORKER)  # read by the route walk (api/access.py)
+    return Depends(worker_key_checked)
 
 
 def _problem(err: AgentError) -> ApiProblem:
@@ -114,6 +142,7 @@ def _id() -> Any:
 
 def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
     router = APIRouter(prefix=RUNPOD_WORKER_PREFIX, route_class=ProblemRoute, tags=["runpod worker protocol"])
+    checked_key = _checked_key(workers)
     handed: dict[str, set[tuple[str, int]]] = {}  # per worker: (request, delivery) handed out
     signalled: dict[str, set[str]] = {}  # per worker: requests already sent on job-stop
 
@@ -157,7 +186,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         worker_id: str = _id(),
         attempt: int = Query(1, ge=1, le=1_000_000),
         job_in_progress: int = Query(0, ge=0, le=1),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         job = await take(request, endpoint_id, worker_id, token, attempt, bool(job_in_progress))
         return Response(status_code=204) if job is None else job
@@ -174,7 +203,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         attempt: int = Query(1, ge=1, le=1_000_000),
         batch_size: int = Query(1, ge=1, le=1000),
         job_in_progress: int = Query(0, ge=0, le=1),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         """A worker serves one request at a time here (each worker is one slot of the endpoint), so the
         list holds at most one request whatever ``batch_size`` is."""
@@ -227,7 +256,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         attempt: int = Query(1, ge=1, le=1_000_000),
         isStream: str = Query("false", pattern="^(true|false)$"),
         x_request_id: str | None = Header(None, max_length=MAX_ID_LENGTH),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         _check_request_header(x_request_id, request_id)
         data = await _body(request)
@@ -269,7 +298,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         request_id: str = _id(),
         attempt: int = Query(1, ge=1, le=1_000_000),
         x_request_id: str | None = Header(None, max_length=MAX_ID_LENGTH),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         _check_request_header(x_request_id, request_id)
         data = await _body(request)
@@ -298,7 +327,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         attempt: int = Query(1, ge=1, le=1_000_000),
         job_id: str | None = Query(None, max_length=100_000),
         runpod_version: str | None = Query(None, max_length=64),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         try:
             found = await run_in_threadpool(workers.take, endpoint_id, worker_id, token, attempt, frozenset())
@@ -317,7 +346,7 @@ def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
         worker_id: str = _id(),
         attempt: int = Query(1, ge=1, le=1_000_000),
         job_in_progress: int | None = Query(None, ge=0, le=1),
-        token: str = Depends(_key),
+        token: str = checked_key,
     ) -> Any:
         deadline = time.monotonic() + STOP_WAIT_S
         forget_old()
