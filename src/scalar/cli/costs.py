@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from scalar.cli.cluster_output import fetch, hours, say, show, table, usd
+from scalar.cli.cluster_output import fetch, hours, table, usd
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import print_json, say, show, when
 
 BAR_WIDTH = 30
 
@@ -68,7 +68,7 @@ def print_costs(c: dict[str, Any]) -> None:
         most = max(spends)
         srows = [
             [
-                short_time(p.get("at")),
+                when(p.get("at")),
                 usd(p.get("spend"), 4),
                 usd(p.get("spend_in_interval"), 4),
                 bar(s, most),

@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from scalar.cli.cluster_output import fetch, say, seconds, show, table, usd
+from scalar.cli.cluster_output import fetch, table, usd
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import duration, print_json, say, show, when
 
 FREE = "."
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
@@ -46,7 +46,7 @@ def print_nodes(answer: dict[str, Any]) -> None:
                 f"{n.get('gpus_allocated')}/{n.get('gpu_count')}",
                 gpu_map(n, letters),
                 f"{vram:g}/{(n.get('vram_per_gpu_gb') or 0) * (n.get('gpu_count') or 0):g}",
-                seconds(n.get("expires_in_s")),
+                duration(n.get("expires_in_s")),
             ]
         )
     t = answer.get("totals") or {}
@@ -92,8 +92,8 @@ def print_blocks(answer: dict[str, Any]) -> None:
             b.get("node_count"),
             b.get("gpu_count"),
             usd(b.get("price_per_gpu_hour"), 4),
-            short_time(b.get("start_time")),
-            short_time(b.get("end_time")),
+            when(b.get("start_time")),
+            when(b.get("end_time")),
             usd(b.get("committed")),
             usd(b.get("accrued"), 4),
         ]

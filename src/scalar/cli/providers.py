@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 
 from scalar.cli.errors import user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import make_table, print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import make_table, print_json, when
 from scalar.cli.prices import age_text, call_prices, print_wide
 
 COLUMNS = ["provider", "state", "sells", "last_success", "age", "offers", "flagged", "last_error"]
@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
                     p["name"],
                     p["state"],
                     p.get("sells"),
-                    short_time(p.get("last_success_at")),
+                    when(p.get("last_success_at")),
                     age_text(p.get("age_s")),
                     p.get("offer_count") if p["enabled"] else None,
                     p.get("anomaly_count") if p["enabled"] else None,

@@ -14,8 +14,8 @@ import typer
 
 from scalar.api.client import TOKEN_ENV, ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.jobs import print_problem_and_exit, server_option, short_time
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.jobs import print_problem_and_exit, server_option
+from scalar.cli.output import console, make_table, print_json, when
 from scalar.runtime.auth import AuthError, parse_expires_in
 
 TOKEN_COLUMNS = ["id", "tenant", "role", "name", "created", "expires", "revoked"]
@@ -100,9 +100,9 @@ def register(app: typer.Typer) -> None:
                 t.get("tenant"),
                 t.get("role"),
                 t.get("name"),
-                short_time(t.get("created_at")),
-                short_time(t.get("expires_at")) if t.get("expires_at") else "never",
-                short_time(t.get("revoked_at")),
+                when(t.get("created_at")),
+                when(t.get("expires_at")) if t.get("expires_at") else "never",
+                when(t.get("revoked_at")),
             ]
             for t in page.get("tokens", [])
         ]
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         rows = [
             [
                 e.get("id"),
-                short_time(e.get("at")),
+                when(e.get("at")),
                 e.get("tenant"),
                 e.get("actor"),
                 e.get("action"),
