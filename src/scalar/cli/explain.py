@@ -9,7 +9,7 @@ import typer
 from scalar.cli.cluster_output import fetch, table
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import server_option
-from scalar.cli.output import duration, print_json, say, show, when
+from scalar.cli.output import Col, duration, print_json, say, show, when
 
 
 def facts(e: dict[str, Any]) -> list[list[Any]]:
@@ -52,16 +52,14 @@ def facts(e: dict[str, Any]) -> list[list[Any]]:
 
 def print_explanation(e: dict[str, Any], story: int) -> None:
     say(e.get("summary") or "-")
-    detail = table(["field", "value"], facts(e), f"JOB {e.get('job_id')}")
-    detail.columns[0].no_wrap = True
-    show(detail)
+    show(table([Col("field", "key"), Col("value", "text")], facts(e), f"JOB {e.get('job_id')}"))
     placement = e.get("placement") or {}
     rejections = placement.get("rejections") or []
     if rejections:
         rows = [[r.get("code"), r.get("count"), r.get("example")] for r in rejections]
         show(
             table(
-                ["reason", "nodes", "example"],
+                [Col("reason", "key"), Col("nodes", "num"), Col("example", "text")],
                 rows,
                 "NODES REJECTED, BY REASON",
                 ["TOTAL", placement.get("nodes_rejected"), None],
@@ -83,7 +81,15 @@ def print_explanation(e: dict[str, Any], story: int) -> None:
             ]
             for s in entries
         ]
-        show(table(["at", "kind", "from", "to", "code", "message"], rows, f"STORY (last {len(entries)})"))
+        story_cols = [
+            Col("at", "time"),
+            Col("kind", "key"),
+            Col("from", "key"),
+            Col("to", "key"),
+            Col("code", "key", wide=True),
+            Col("message", "text", ratio=2),
+        ]
+        show(table(story_cols, rows, f"STORY (last {len(entries)})"))
     for note in e.get("notes") or []:
         say(f"note: {note}")
 

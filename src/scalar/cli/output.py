@@ -193,16 +193,33 @@ def fit(table: Table, width: int | None, console: Console | None = None) -> int:
     return natural - sum(wants) + sum(widths)
 
 
-def console(file: IO[str] | None = None) -> Console:
+class FittingConsole(Console):
+    """A console whose tables are laid out by ``fit`` before printing (so no command can cut an id)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        tables = [o for o in objects if isinstance(o, Table)]
+        if not tables:
+            super().print(*objects, **kwargs)
+            return
+        limit = table_width()
+        needed = max(fit(t, limit) for t in tables)
+        width = self.width
+        self.width = needed if limit is None else max(limit, needed)
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+
+def console(file: IO[str] | None = None) -> FittingConsole:
     """A console for prose and tables: the terminal's width (``$COLUMNS``), no limit on a pipe."""
     width = table_width()
-    return Console(file=file, soft_wrap=False, width=width if width is not None else UNLIMITED)
+    return FittingConsole(file=file, soft_wrap=False, width=width if width is not None else UNLIMITED)
 
 
 def show(table: Table, file: IO[str] | None = None) -> None:
     """Print a table so that it fits the terminal without cutting anything (see ``fit``)."""
-    width = fit(table, table_width())
-    Console(file=file, soft_wrap=False, width=width).print(table)
+    console(file).print(table)
 
 
 def say(text: str, file: IO[str] | None = None) -> None:
@@ -230,9 +247,14 @@ def duration(value: Any) -> str | None:
 
 
 def _ago(delta_s: float) -> str:
-    if abs(delta_s) < 1:
+    """``27m ago``, ``in 2h``: the largest whole unit only, so a time reads at a glance."""
+    span = abs(delta_s)
+    if span < 1:
         return "now"
-    text = duration(delta_s)
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        if span >= size:
+            text = f"{int(span // size)}{unit}"
+            break
     return f"{text} ago" if delta_s >= 0 else f"in {text}"
 
 
@@ -252,7 +274,7 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def when(value: Any, now: datetime | None = None) -> str | None:
-    """``2026-11-26T20:31:05Z (3m ago)`` (or ``(in 2h 5m)``): the one way commands show a time to people.
+    """``2026-11-26T20:31:05Z (3m ago)`` (or ``(in 2h)``): the one way commands show a time to people.
 
     ``None`` stays missing; a value that is not a time is shown as it is."""
     moment = parse_time(value)
