@@ -27,10 +27,10 @@ COLUMNS = [
     Col("instance_type", "id"),
     Col("per_gpu_h", "num"),
     Col("per_h", "num", wide=True),
-    Col("offer", "text", floor=9),
+    Col("offer", "text", floor=9),  # GPUs, spot or on-demand, STALE (see --wide's FRESH and AGE)
     Col("interruption_rate", "num", wide=True),
     Col("age", "key", wide=True),
-    Col("fresh", "key"),
+    Col("fresh", "key", wide=True),
     Col("flags", "text", wide=True),
 ]
 
@@ -115,7 +115,7 @@ def _row(r: Mapping[str, Any]) -> list[Any]:
         r["instance_type"],
         usd(r.get("price_per_gpu_hour")),
         usd(r.get("price_per_hour")),
-        f"{gpus} {kind}" if gpus else kind,
+        " ".join(p for p in (gpus, kind, "STALE" if r.get("stale") else None) if p),
         None if rate is None else f"{rate:g}",
         age_text(r.get("age_s")) if r["source"] == "live" else "now",
         "STALE" if r.get("stale") else "ok",
