@@ -194,13 +194,15 @@ def fit(table: Table, width: int | None, console: Console | None = None) -> int:
 
 
 class FittingConsole(Console):
-    """A console whose tables are laid out by ``fit`` before printing (so no command can cut an id)."""
+    """A console whose tables are laid out by ``fit`` before printing (so no command can cut an id);
+    anything else prints as given."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         tables = [o for o in objects if isinstance(o, Table)]
         if not tables:
             super().print(*objects, **kwargs)
             return
+        kwargs.setdefault("soft_wrap", False)
         limit = table_width()
         needed = max(fit(t, limit) for t in tables)
         width = self.width
@@ -212,9 +214,10 @@ class FittingConsole(Console):
 
 
 def console(file: IO[str] | None = None) -> FittingConsole:
-    """A console for prose and tables: the terminal's width (``$COLUMNS``), no limit on a pipe."""
+    """A console for prose and tables: tables fit the terminal's width (``$COLUMNS``; no limit on a pipe),
+    prose is soft-wrapped (left whole for the terminal to wrap)."""
     width = table_width()
-    return FittingConsole(file=file, soft_wrap=False, width=width if width is not None else UNLIMITED)
+    return FittingConsole(file=file, soft_wrap=True, width=width if width is not None else UNLIMITED)
 
 
 def show(table: Table, file: IO[str] | None = None) -> None:
@@ -223,10 +226,9 @@ def show(table: Table, file: IO[str] | None = None) -> None:
 
 
 def say(text: str, file: IO[str] | None = None) -> None:
-    """A line of prose, wrapped at the terminal's width (whole on a pipe), never read as markup."""
-    width = table_width()
-    out = Console(file=file, soft_wrap=width is None, width=width if width is not None else UNLIMITED)
-    out.print(text, markup=False, highlight=False)
+    """A line of prose, never read as markup; it is not hard-wrapped (the terminal wraps it, and a pipe
+    gets it whole, so a command or an id in it can be copied)."""
+    console(file).print(text, markup=False, highlight=False)
 
 
 def duration(value: Any) -> str | None:
