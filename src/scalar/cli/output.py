@@ -167,6 +167,21 @@ def share(room: int, wants: Sequence[int], ratios: Sequence[int], floors: Sequen
     return widths
 
 
+def _whole_or_two_lines(widths: list[int], wants: list[int], floors: list[int], is_time: list[bool]) -> None:
+    """A time column gets its whole width or its floor (``2026-11-26T20:31:05Z`` above ``(3m ago)``), never
+    a width that would split ``(3m ago)``; what that frees goes to the text columns that want more."""
+    spare = 0
+    for j, time_col in enumerate(is_time):
+        if time_col and widths[j] < wants[j]:
+            spare += widths[j] - floors[j]
+            widths[j] = floors[j]
+    for j, time_col in enumerate(is_time):
+        if not time_col and spare > 0 and widths[j] < wants[j]:
+            extra = min(spare, wants[j] - widths[j])
+            widths[j] += extra
+            spare -= extra
+
+
 def fit(table: Table, width: int | None, console: Console | None = None) -> int:
     """Lay ``table`` out for ``width`` columns and return the width to print it at.
 
@@ -188,6 +203,7 @@ def fit(table: Table, width: int | None, console: Console | None = None) -> int:
     if room < sum(min(f, w) for f, w in zip(floors, wants, strict=True)):
         return natural  # it cannot fit without squeezing text below its floor: whole rows, one line each
     widths = share(max(room, 0), wants, [kinds[i].ratio for i in flexible], floors)
+    _whole_or_two_lines(widths, wants, floors, [kinds[i].kind == "time" for i in flexible])
     for i, w in zip(flexible, widths, strict=True):
         table.columns[i].width = w
     return natural - sum(wants) + sum(widths)
