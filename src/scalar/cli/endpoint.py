@@ -221,7 +221,7 @@ def list_endpoints(
     columns = [
         Col("id", "id"),
         Col("name", "text"),
-        Col("tenant", "key", wide=True),
+        Col("tenant", "key"),
         Col("target", "key", wide=True),
         Col("ready", "num"),
         Col("starting", "num"),
