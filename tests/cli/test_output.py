@@ -160,3 +160,12 @@ def test_a_word_after_an_options_value_is_found_with_that_option(
 
     assert stray is not None
     assert (stray.word, stray.option, stray.value) == (word, option, value)
+
+
+def test_a_column_a_command_sets_to_no_wrap_is_never_squeezed_so_never_cut() -> None:
+    table = make_table(["node", "result"], [["node-c", "insufficient_gpus"]])
+    table.columns[1].no_wrap = True  # as `scalar place` does after make_table
+
+    lines = render(table, fit(table, 20))
+
+    assert any("insufficient_gpus" in line.split() for line in lines)

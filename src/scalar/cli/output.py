@@ -124,10 +124,12 @@ class _Column(Column):
 
 
 def _kinds(table: Table) -> list[Col]:
-    return [
-        c.spec if isinstance(c, _Column) else Col(str(c.header), "key" if c.no_wrap else "text")
-        for c in table.columns
-    ]
+    """Each column's ``Col``; a column set to ``no_wrap`` after it was made is kept whole (a key)."""
+    kinds = []
+    for c in table.columns:
+        spec = c.spec if isinstance(c, _Column) else Col(str(c.header), "text")
+        kinds.append(Col(spec.name, "key") if c.no_wrap and spec.kind in ("text", "time") else spec)
+    return kinds
 
 
 def table_width() -> int | None:
