@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -31,9 +31,10 @@ CliResult = subprocess.CompletedProcess[str]
 
 @pytest.fixture
 def run_cli() -> Callable[..., CliResult]:
-    """Run ``scalar ARGS...`` as a real process and return its completed result (text stdout/stderr)."""
+    """Run ``scalar ARGS...`` as a real process and return its completed result (text stdout/stderr);
+    ``env`` adds to (or overrides) the environment, e.g. ``{"COLUMNS": "80"}`` for an 80-column terminal."""
 
-    def _run(*args: str | Path, stdin: str | None = None) -> CliResult:
+    def _run(*args: str | Path, stdin: str | None = None, env: Mapping[str, str] | None = None) -> CliResult:
         return subprocess.run(
             [sys.executable, "-m", "scalar", *map(str, args)],
             capture_output=True,
@@ -41,6 +42,7 @@ def run_cli() -> Callable[..., CliResult]:
             input=stdin,
             cwd=REPO,
             timeout=120,
+            env=None if env is None else {**os.environ, **env},
         )
 
     return _run

@@ -111,7 +111,7 @@ def test_explain_of_an_unknown_job_is_a_clear_error(live: Live) -> None:
 
 def test_nodes_blocks_and_costs_print_tables_with_totals(live: Live) -> None:
     nodes = as_json(live, "nodes")
-    out = ok(live, "nodes")
+    out = ok(live, "nodes", "--wide")  # every column: the default leaves out provider, type, tier, VRAM
     node = next(n for n in nodes["nodes"] if live.running in n["jobs"])
     row = table_row(out, node["node_id"])
     assert row[1] == node["provider"] and row[5] == f"{node['gpus_allocated']}/{node['gpu_count']}" == "5/8"
@@ -122,7 +122,7 @@ def test_nodes_blocks_and_costs_print_tables_with_totals(live: Live) -> None:
     blocks = as_json(live, "blocks")
     out = ok(live, "blocks")
     first = blocks["blocks"][0]
-    assert first["block_id"] in out and "$" in table_row(out, first["block_id"])[6]
+    assert first["block_id"] in out and "$" in table_row(out, first["block_id"])[3]  # USD per GPU-hour
     assert "TOTAL" in out and "open contracts cost" in out
     assert cli(live, "blocks", "--status", "gone").exit_code == 2
 

@@ -1,5 +1,5 @@
 """What ``scalar status``, ``explain``, ``nodes``, ``blocks`` and ``costs`` share: money, durations, totals
-rows and a spinner while the server answers."""
+rows and a spinner while the server answers (tables and times are ``scalar.cli.output``'s)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
-from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from scalar.api.client import ScalarClient
 from scalar.cli.jobs import call_server
-from scalar.cli.output import cell, console, make_table
+from scalar.cli.output import Col, cell, column, console, make_table
 
 T = TypeVar("T")
 
@@ -38,32 +36,20 @@ def hours(value: Any) -> str | None:
         return str(value)
 
 
-def seconds(value: Any) -> str | None:
-    """``90.5`` -> ``1m 30s``; ``None`` stays missing."""
-    if not isinstance(value, int | float):
-        return None
-    total = round(value)
-    days, rest = divmod(total, 86_400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    if days:
-        return f"{days}d {h}h"
-    if h:
-        return f"{h}h {m}m"
-    if m:
-        return f"{m}m {s}s"
-    return f"{s}s"
-
-
 def table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str, total: Sequence[Any] | None = None
+    headers: Sequence[str | Col],
+    rows: Sequence[Sequence[Any]],
+    title: str,
+    total: Sequence[Any] | None = None,
+    *,
+    wide: bool = True,
 ) -> Table:
-    """A read table (UPPER_SNAKE headers, ``-`` for missing) with an optional TOTAL row at the bottom."""
-    out = make_table(headers, rows, title)
-    out.box = box.SIMPLE_HEAD
+    """A read table (``output.make_table``) with an optional TOTAL row at the bottom."""
+    out = make_table(headers, rows, title, wide=wide)
     if total is not None:
+        shown = [i for i, h in enumerate(headers) if wide or not column(h).wide]
         out.add_section()
-        out.add_row(*(cell(v) for v in total), style="bold")
+        out.add_row(*(cell(total[i]) for i in shown), style="bold")
     return out
 
 
@@ -74,20 +60,3 @@ def fetch(server: str, what: str, call: Callable[[ScalarClient], T]) -> T:
         return call_server(server, call)
     with out.status(f"asking {server} for {what}..."):
         return call_server(server, call)
-
-
-def say(text: str) -> None:
-    console().print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def wide_console() -> Console:
-    """The terminal's width on a terminal; 260 columns on a pipe, so ids and times are never cut."""
-    probe = Console()
-    return Console(soft_wrap=False, width=probe.width if probe.is_terminal else 260)
-
-
-def show(t: Table) -> None:
-    """Print a read table: every column but the last stays on one line."""
-    for column in t.columns[:-1]:
-        column.no_wrap = True
-    wide_console().print(t)

@@ -18,7 +18,7 @@ import yaml
 from scalar.cli.errors import user_errors
 from scalar.cli.inputs import InputError, parse_data, read_json
 from scalar.cli.jobs import call_server, server_option
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, cell, console, make_table, print_json, say, when, wide_option
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.errors import InvalidSpecError
 from scalar.providers.base import ProviderError
@@ -61,9 +61,11 @@ def _print_summary(spec: ServerlessEndpoint) -> None:
     out = console()
     data = endpoint_to_json(spec)
     rows = [[key, data[key]] for key in data if key not in {"gpus", "cudaVersions"}]
-    summary = make_table(["field", "value"], rows, f"ENDPOINT {spec.name} ({spec.kind.value})")
-    summary.columns[1].overflow = "fold"
-    out.print(summary)
+    out.print(
+        make_table(
+            [Col("field", "key"), Col("value", "text")], rows, f"ENDPOINT {spec.name} ({spec.kind.value})"
+        )
+    )
     group_rows = [
         [
             rank,
@@ -115,6 +117,13 @@ def _spec_body(path: Path) -> tuple[dict[str, Any], ServerlessEndpoint]:
     return body, spec
 
 
+def _latency(latency: dict[str, Any]) -> str:
+    """``p50=120 p99=480 (35 requests)``, or why there is none yet."""
+    if latency.get("p50") is None and latency.get("p99") is None:
+        return "none yet: no request has completed (send one to its /run route)"
+    return f"p50={cell(latency.get('p50'))} p99={cell(latency.get('p99'))} ({latency.get('samples', 0)} requests)"
+
+
 def _show(endpoint: dict[str, Any]) -> None:
     out = console()
     health = endpoint["health"]
@@ -126,20 +135,23 @@ def _show(endpoint: dict[str, Any]) -> None:
         ["target", endpoint["target"]],
         ["workers", " ".join(f"{k}={v}" for k, v in health["workers"].items())],
         ["requests", " ".join(f"{k}={v}" for k, v in health["jobs"].items())],
-        ["latency_ms", f"p50={endpoint['latency_ms']['p50']} p99={endpoint['latency_ms']['p99']}"],
+        ["latency_ms", _latency(endpoint["latency_ms"])],
         ["cost", f"${endpoint['cost']['cost_usd']} over {endpoint['cost']['worker_hours']} worker-h"],
     ]
     if endpoint.get("no_workers_reason"):
         rows.append(["no workers", endpoint["no_workers_reason"]])
-    table = make_table(["field", "value"], rows, f"ENDPOINT {endpoint['name']}")
-    table.columns[1].overflow = "fold"
-    out.print(table)
+    out.print(make_table([Col("field", "key"), Col("value", "text")], rows, f"ENDPOINT {endpoint['name']}"))
     if endpoint["scaling"]:
         out.print(
             make_table(
-                ["at", "action", "workers", "why"],
+                [Col("at", "time"), Col("action", "key"), Col("workers", "key"), Col("why", "text", ratio=2)],
                 [
-                    [d["at"], d["action"], f"{d['workers_before']}->{d['workers_target']}", d["message"]]
+                    [
+                        when(d["at"]),
+                        d["action"],
+                        f"{d['workers_before']}->{d['workers_target']}",
+                        d["message"],
+                    ]
                     for d in endpoint["scaling"][:10]
                 ],
                 "SCALING DECISIONS (newest first)",
@@ -178,12 +190,13 @@ def deploy(
         print_json(created)
     else:
         _show(created)
-        console().print(f'call it: POST {server.rstrip("/")}/v2/{created["id"]}/run {{"input": {{...}}}}')
+        say(f'call it: POST {server.rstrip("/")}/v2/{created["id"]}/run {{"input": {{...}}}}')
 
 
 def list_endpoints(
     server: str = server_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    wide: bool = wide_option(),
 ) -> None:
     """The endpoints on the server with their workers and requests."""
     found = call_server(server, lambda c: c.get("/endpoints"))
@@ -204,13 +217,21 @@ def list_endpoints(
         ]
         for e in found["endpoints"]
     ]
-    console().print(
-        make_table(
-            ["id", "name", "tenant", "target", "ready", "starting", "queued", "p50_ms", "cost_usd"],
-            rows,
-            "ENDPOINTS",
-        )
-    )
+    if not rows:
+        say("no endpoints yet: deploy one with `scalar endpoint deploy SPEC.yaml` (docs/endpoints.md)")
+        return
+    columns = [
+        Col("id", "id"),
+        Col("name", "text"),
+        Col("tenant", "key"),
+        Col("target", "key", wide=True),
+        Col("ready", "num"),
+        Col("starting", "num"),
+        Col("queued", "num"),
+        Col("p50_ms", "num"),
+        Col("cost_usd", "num", wide=True),
+    ]
+    console().print(make_table(columns, rows, "ENDPOINTS", wide=wide))
 
 
 def get_endpoint(
@@ -246,8 +267,10 @@ def endpoint_logs(
     if as_json:
         print_json(found)
         return
+    if not found["lines"]:
+        say(f"no scaling decisions or worker moves for {endpoint_id} yet")
     for line in found["lines"]:
-        console().print(f"{line['at']}  {line['kind']:<8} {line['code']:<16} {line['message']}")
+        say(f"{when(line['at'])}  {line['kind']:<8} {line['code']:<16} {line['message']}")
 
 
 def register(app: typer.Typer) -> None:

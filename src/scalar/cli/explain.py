@@ -6,10 +6,10 @@ from typing import Any
 
 import typer
 
-from scalar.cli.cluster_output import fetch, say, seconds, show, table
+from scalar.cli.cluster_output import fetch, table
 from scalar.cli.errors import user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import Col, duration, print_json, say, show, when
 
 
 def facts(e: dict[str, Any]) -> list[list[Any]]:
@@ -22,11 +22,11 @@ def facts(e: dict[str, Any]) -> list[list[Any]]:
     eta = None
     if purchase:
         if purchase.get("overdue_s") is not None:
-            eta = f"overdue by {seconds(purchase['overdue_s'])}"
+            eta = f"overdue by {duration(purchase['overdue_s'])}"
         elif purchase.get("eta_s") is not None and purchase.get("in_flight"):
-            eta = f"in {seconds(purchase['eta_s'])}"
+            eta = f"in {duration(purchase['eta_s'])}"
         elif purchase.get("eta_at"):
-            eta = f"ready at {short_time(purchase['eta_at'])}"
+            eta = f"ready at {when(purchase['eta_at'])}"
     bought = (
         f"{purchase.get('order_key')} {purchase.get('status')}: {purchase.get('node_count')}x "
         f"{purchase.get('instance_type')} on {purchase.get('provider')}"
@@ -37,7 +37,7 @@ def facts(e: dict[str, Any]) -> list[list[Any]]:
         ["state", e.get("state")],
         ["reason", e.get("reason")],
         ["queue_position", queue],
-        ["waiting", seconds(e.get("waiting_s"))],
+        ["waiting", duration(e.get("waiting_s"))],
         ["placement", placement.get("kind")],
         ["nodes_rejected", placement.get("nodes_rejected")],
         ["routed_to", routing.get("group")],
@@ -45,23 +45,21 @@ def facts(e: dict[str, Any]) -> list[list[Any]]:
         ["limit_price_per_gpu_hour", purchase.get("limit_price_per_gpu_hour")],
         ["capacity_eta", eta],
         ["eta_basis", purchase.get("eta_basis")],
-        ["gives_up_at", short_time(purchase.get("deadline_at"))],
+        ["gives_up_at", when(purchase.get("deadline_at"))],
         ["source", e.get("source")],
     ]
 
 
 def print_explanation(e: dict[str, Any], story: int) -> None:
     say(e.get("summary") or "-")
-    detail = table(["field", "value"], facts(e), f"JOB {e.get('job_id')}")
-    detail.columns[0].no_wrap = True
-    show(detail)
+    show(table([Col("field", "key"), Col("value", "text")], facts(e), f"JOB {e.get('job_id')}"))
     placement = e.get("placement") or {}
     rejections = placement.get("rejections") or []
     if rejections:
         rows = [[r.get("code"), r.get("count"), r.get("example")] for r in rejections]
         show(
             table(
-                ["reason", "nodes", "example"],
+                [Col("reason", "key"), Col("nodes", "num"), Col("example", "text")],
                 rows,
                 "NODES REJECTED, BY REASON",
                 ["TOTAL", placement.get("nodes_rejected"), None],
@@ -74,7 +72,7 @@ def print_explanation(e: dict[str, Any], story: int) -> None:
     if entries:
         rows = [
             [
-                short_time(s.get("at")),
+                when(s.get("at")),
                 s.get("kind"),
                 s.get("from"),
                 s.get("to"),
@@ -83,7 +81,15 @@ def print_explanation(e: dict[str, Any], story: int) -> None:
             ]
             for s in entries
         ]
-        show(table(["at", "kind", "from", "to", "code", "message"], rows, f"STORY (last {len(entries)})"))
+        story_cols = [
+            Col("at", "time"),
+            Col("kind", "key"),
+            Col("from", "key"),
+            Col("to", "key"),
+            Col("code", "key", wide=True),
+            Col("message", "text", ratio=2),
+        ]
+        show(table(story_cols, rows, f"STORY (last {len(entries)})"))
     for note in e.get("notes") or []:
         say(f"note: {note}")
 

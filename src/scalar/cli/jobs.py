@@ -8,21 +8,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, NoReturn, TypeVar
 
 import typer
-from rich import box
 from rich.table import Table
 
 from scalar.api.client import DEFAULT_SERVER, SERVER_ENV, ScalarClient, ServerProblem, ServerUnreachable
-from scalar.cli.errors import USAGE_ERROR, user_errors
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.errors import USAGE_ERROR, cli_hints, user_errors
+from scalar.cli.output import Col, make_table, print_json, say, show, when, wide_option
 
 T = TypeVar("T")
 
 SERVER_DOWN = 1
-JOB_COLUMNS = ["id", "name", "state", "tier", "gpus", "reason"]
+JOB_COLUMNS = [
+    Col("id", "id"),
+    Col("name", "text", floor=8),
+    Col("state", "key"),
+    Col("tier", "key"),
+    Col("gpus", "num"),
+    Col("tenant", "key", wide=True),
+    Col("submitted", "time", wide=True),
+    Col("reason", "text", ratio=3),
+]
 
 
 def server_option() -> Any:
@@ -41,7 +48,7 @@ def print_problem_and_exit(exc: ServerProblem | ServerUnreachable) -> NoReturn:
         sys.stderr.write(f"error: {exc}\n")
         raise typer.Exit(SERVER_DOWN)
     for line in exc.problem.lines():
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(cli_hints(line) + "\n")
     raise typer.Exit(USAGE_ERROR if 400 <= exc.status < 500 else SERVER_DOWN)
 
 
@@ -51,19 +58,6 @@ def call_server(server: str, call: Callable[[ScalarClient], T]) -> T:
             return call(client)
         except (ServerProblem, ServerUnreachable) as exc:
             print_problem_and_exit(exc)
-
-
-def short_time(value: Any) -> str | None:
-    """``2025-01-09 12:00:00Z`` (UTC)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return value
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def one_line_reason(job: dict[str, Any]) -> str | None:
@@ -81,20 +75,15 @@ def job_row(job: dict[str, Any]) -> list[Any]:
         job.get("state"),
         job.get("tier"),
         job.get("gpu_count"),
+        job.get("tenant"),
+        when(job.get("submitted_at")),
         one_line_reason(job),
     ]
 
 
-def jobs_table(rows: list[list[Any]], title: str | None = None) -> Table:
-    """The jobs table; only REASON wraps, so ids and numbers stay whole on narrow terminals."""
-    table = make_table(JOB_COLUMNS, rows, title)
-    table.box = box.SIMPLE_HEAD
-    for column in table.columns[:-1]:
-        column.no_wrap = True
-    name = table.columns[1]
-    name.max_width, name.overflow = 24, "ellipsis"
-    table.columns[-1].min_width = 24
-    return table
+def jobs_table(rows: list[list[Any]], title: str | None = None, *, wide: bool = False) -> Table:
+    """The jobs table: ids whole, NAME and REASON wrap to fit the terminal; ``--wide`` adds columns."""
+    return make_table(JOB_COLUMNS, rows, title, wide=wide)
 
 
 def job_detail_table(job: dict[str, Any]) -> Table:
@@ -114,15 +103,15 @@ def job_detail_table(job: dict[str, Any]) -> Table:
         ["priority", job.get("priority")],
         ["gpu_models", job.get("gpu_models")],
         ["share_gpu", job.get("share_gpu")],
-        ["submitted_at", short_time(job.get("submitted_at"))],
-        ["started_at", short_time(job.get("started_at"))],
-        ["finished_at", short_time(job.get("finished_at"))],
+        ["tenant", job.get("tenant")],
+        ["command", " ".join(job["command"]) if job.get("command") else "none (a reservation: no process)"],
+        ["submitted_at", when(job.get("submitted_at"))],
+        ["started_at", when(job.get("started_at"))],
+        ["finished_at", when(job.get("finished_at"))],
         ["preemptions", job.get("preemptions")],
         ["placements", placements],
     ]
-    table = make_table(["field", "value"], rows, f"JOB {job.get('id')}")
-    table.columns[0].no_wrap = True
-    return table
+    return make_table([Col("field", "key"), Col("value", "text")], rows, f"JOB {job.get('id')}")
 
 
 def placement_lines(job: dict[str, Any]) -> list[str]:
@@ -131,6 +120,15 @@ def placement_lines(job: dict[str, Any]) -> list[str]:
         gpus = ",".join(str(i) for i in placement.get("gpu_indices") or []) or "-"
         lines.append(f"placed on {placement.get('node_id')} (GPUs {gpus})")
     return lines
+
+
+def _no_jobs_hint(state: Any, offset: int) -> str:
+    """Why the list is empty and what to try."""
+    if offset:
+        return f"no jobs from --offset {offset} on: there are fewer; try a smaller --offset"
+    if state:
+        return f"no jobs in state {state}: `scalar jobs` lists every state"
+    return "no jobs yet: submit one with `scalar submit --gpus 1` (a command to run goes after --)"
 
 
 def register(app: typer.Typer) -> None:
@@ -144,16 +142,16 @@ def register(app: typer.Typer) -> None:
         limit: int = typer.Option(100, "--limit", help="At most this many jobs (1-1000)."),
         offset: int = typer.Option(0, "--offset", help="Skip this many jobs first."),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        wide: bool = wide_option(),
         server: str = server_option(),
     ) -> None:
         """List the jobs of a running Scalar server (`scalar up`): state and one-line reason."""
-        out = console()
         if job_id is not None:
             job = call_server(server, lambda c: c.get_job(job_id))
             if as_json:
                 print_json(job)
                 return
-            out.print(job_detail_table(job))
+            show(job_detail_table(job))
             return
         page = call_server(server, lambda c: c.list_jobs(state=state, limit=limit, offset=offset))
         if as_json:
@@ -161,12 +159,9 @@ def register(app: typer.Typer) -> None:
             return
         rows = [job_row(j) for j in page.get("jobs", [])]
         title = f"JOBS at {server}" + (f" in state {page.get('state')}" if page.get("state") else "")
-        out.print(jobs_table(rows, title))
         if not rows:
-            out.print("no jobs yet: submit one with `scalar submit --gpus 1`", markup=False, highlight=False)
-        elif len(rows) == limit:
-            out.print(
-                f"showing {len(rows)} jobs from {offset}; more with --offset {offset + limit}",
-                markup=False,
-                highlight=False,
-            )
+            say(_no_jobs_hint(page.get("state"), offset))
+            return
+        show(jobs_table(rows, title, wide=wide))
+        if len(rows) == limit:
+            say(f"showing {len(rows)} jobs from {offset}; more with --offset {offset + limit}")

@@ -23,6 +23,23 @@ def _reader(job_id: str, params: dict[str, int]) -> Callable[[ScalarClient], dic
     return read
 
 
+def why_empty(job: dict[str, Any], follow: bool) -> str | None:
+    """Why a job has no output to show (``None``: it may still come, keep following)."""
+    job_id, state = job.get("id"), job.get("state")
+    if not job.get("command"):
+        return (
+            f"job {job_id} has no output: it has no command (a reservation of GPUs, no process runs); "
+            f"give one after --: `scalar submit --gpus 1 -- python train.py`"
+        )
+    if state in ("PENDING", "SCHEDULED"):
+        if follow:
+            return None
+        return f"job {job_id} is {state}: no output yet; `scalar logs -f {job_id}` waits for it"
+    if state == "RUNNING":
+        return None if follow else f"job {job_id} is RUNNING and has written nothing yet; -f follows it"
+    return f"job {job_id} ({state}) wrote no output"
+
+
 def register(app: typer.Typer) -> None:
     @app.command("logs")
     @user_errors
@@ -35,6 +52,7 @@ def register(app: typer.Typer) -> None:
         """Print a job's output (stdout and stderr of its command)."""
         offset = 0
         current = attempt
+        said = False
         while True:
             params: dict[str, int] = {"offset": offset}
             if current is not None:
@@ -46,6 +64,12 @@ def register(app: typer.Typer) -> None:
                 offset, current = 0, int(page["attempt"])
                 continue
             data = str(page.get("data") or "")
+            if not data and offset == 0 and not said:
+                said = True
+                reason = why_empty(call_server(server, lambda c: c.get_job(job_id)), follow)
+                if reason is not None:
+                    sys.stderr.write(f"{reason}\n")
+                    return
             if data:
                 sys.stdout.write(data)
                 sys.stdout.flush()

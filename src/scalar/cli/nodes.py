@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from scalar.cli.cluster_output import fetch, say, seconds, show, table, usd
+from scalar.cli.cluster_output import fetch, table, usd
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import Col, duration, print_json, say, show, when, wide_option
 
 FREE = "."
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
@@ -31,7 +31,33 @@ def gpu_map(node: dict[str, Any], letters: dict[str, str]) -> str:
     return "".join(chars) or "-"
 
 
-def print_nodes(answer: dict[str, Any]) -> None:
+NODE_COLUMNS = [
+    Col("node_id", "id"),
+    Col("provider", "key", wide=True),
+    Col("instance_type", "id", wide=True),
+    Col("tier", "key", wide=True),
+    Col("state", "key"),
+    Col("gpus", "num"),
+    Col("gpu_map", "key"),
+    Col("vram_gb", "num", wide=True),
+    Col("expires_in", "key"),
+]
+BLOCK_COLUMNS = [
+    Col("block_id", "id"),
+    Col("provider", "key", wide=True),
+    Col("instance_type", "id", wide=True),
+    Col("status", "key"),
+    Col("nodes", "num", wide=True),
+    Col("gpus", "num"),
+    Col("per_gpu_h", "num"),
+    Col("start", "time", wide=True),
+    Col("expires", "time"),
+    Col("committed", "num", wide=True),
+    Col("accrued", "num", wide=True),
+]
+
+
+def print_nodes(answer: dict[str, Any], wide: bool = False) -> None:
     letters: dict[str, str] = {}
     rows = []
     for n in answer.get("nodes") or []:
@@ -46,7 +72,7 @@ def print_nodes(answer: dict[str, Any]) -> None:
                 f"{n.get('gpus_allocated')}/{n.get('gpu_count')}",
                 gpu_map(n, letters),
                 f"{vram:g}/{(n.get('vram_per_gpu_gb') or 0) * (n.get('gpu_count') or 0):g}",
-                seconds(n.get("expires_in_s")),
+                duration(n.get("expires_in_s")),
             ]
         )
     t = answer.get("totals") or {}
@@ -55,26 +81,23 @@ def print_nodes(answer: dict[str, Any]) -> None:
         None,
         None,
         None,
-        f"{answer.get('count', 0)} nodes, {t.get('ready_nodes', 0)} ready",
+        None,
         f"{t.get('gpus_allocated', 0)}/{t.get('gpus_total', 0)}",
         None,
         f"{t.get('vram_used_gb', 0):g}/{t.get('vram_total_gb', 0):g}",
         None,
     ]
-    headers = [
-        "node_id",
-        "provider",
-        "instance_type",
-        "tier",
-        "state",
-        "gpus_used",
-        "gpu_map",
-        "vram_gb",
-        "expires_in",
-    ]
-    show(table(headers, rows, "NODES (GPU map: . free, a letter per job, * shared)", total))
+    if not rows:
+        say(
+            "no nodes yet: Scalar buys them when a job needs capacity (`scalar submit --gpus 1`), "
+            "or add your own with `scalar node add user@host`; `scalar nodes --all` lists gone ones too"
+        )
+        return
+    title = "NODES (GPU map: . free, a letter per job, * shared)"
+    show(table(NODE_COLUMNS, rows, title, total, wide=wide))
     if letters:
         say("jobs: " + ", ".join(f"{c}={j}" for j, c in letters.items()))
+    say(f"{answer.get('count', 0)} nodes, {t.get('ready_nodes', 0)} ready")
     say(
         f"utilization {float(t.get('utilization') or 0):.0%} of the GPUs on READY nodes; fragmentation "
         f"{float(t.get('fragmentation') or 0):.0%} ({t.get('stranded_gpus', 0)} of {t.get('gpus_idle', 0)} idle GPUs "
@@ -82,7 +105,7 @@ def print_nodes(answer: dict[str, Any]) -> None:
     )
 
 
-def print_blocks(answer: dict[str, Any]) -> None:
+def print_blocks(answer: dict[str, Any], wide: bool = False, status: str | None = None) -> None:
     rows = [
         [
             b.get("block_id"),
@@ -92,8 +115,8 @@ def print_blocks(answer: dict[str, Any]) -> None:
             b.get("node_count"),
             b.get("gpu_count"),
             usd(b.get("price_per_gpu_hour"), 4),
-            short_time(b.get("start_time")),
-            short_time(b.get("end_time")),
+            when(b.get("start_time")),
+            when(b.get("end_time")),
             usd(b.get("committed")),
             usd(b.get("accrued"), 4),
         ]
@@ -104,7 +127,7 @@ def print_blocks(answer: dict[str, Any]) -> None:
         "TOTAL",
         None,
         None,
-        f"{t.get('blocks', 0)} blocks, {t.get('open_blocks', 0)} open",
+        f"{t.get('open_blocks', 0)} open",
         sum(b.get("node_count") or 0 for b in answer.get("blocks") or []),
         sum(b.get("gpu_count") or 0 for b in answer.get("blocks") or []),
         None,
@@ -113,21 +136,17 @@ def print_blocks(answer: dict[str, Any]) -> None:
         usd(t.get("committed")),
         usd(t.get("accrued"), 4),
     ]
-    headers = [
-        "block_id",
-        "provider",
-        "instance_type",
-        "status",
-        "nodes",
-        "gpus",
-        "price_per_gpu_hour",
-        "start",
-        "expires",
-        "committed",
-        "accrued",
-    ]
-    show(table(headers, rows, "BLOCKS (contracts, USD)", total))
-    say(f"open contracts cost {usd(t.get('open_price_per_hour'))}/h for {t.get('open_gpus', 0)} GPUs")
+    if not rows:
+        if status:
+            say(f"no {status.lower()} blocks: `scalar blocks` lists every status")
+        else:
+            say("no contracts yet: Scalar buys capacity when a job needs it (`scalar submit --gpus 1`)")
+        return
+    show(table(BLOCK_COLUMNS, rows, "BLOCKS (contracts, USD)", total, wide=wide))
+    say(
+        f"{t.get('blocks', 0)} blocks; open contracts cost {usd(t.get('open_price_per_hour')) or '$0.00'}/h "
+        f"for {t.get('open_gpus', 0)} GPUs"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -136,6 +155,7 @@ def register(app: typer.Typer) -> None:
     def nodes(
         include_gone: bool = typer.Option(False, "--all", help="Also list terminated and failed nodes."),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        wide: bool = wide_option(),
         server: str = server_option(),
     ) -> None:
         """Every node with its GPUs (which job is on each), tier, state and expiry; utilization and
@@ -144,7 +164,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_nodes(answer)
+        print_nodes(answer, wide)
 
     @app.command("blocks")
     @user_errors
@@ -153,6 +173,7 @@ def register(app: typer.Typer) -> None:
             None, "--status", help="Only blocks in this status: open, released, ended."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        wide: bool = wide_option(),
         server: str = server_option(),
     ) -> None:
         """The contracts bought: provider, price paid per GPU-hour, start, expiry, committed and accrued."""
@@ -162,4 +183,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_blocks(answer)
+        print_blocks(answer, wide, status)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scalar.cli.cluster_output import say, show, table
-from scalar.cli.jobs import short_time
+from scalar.cli.cluster_output import table
+from scalar.cli.output import say, show, when
 
 
 def _usd(value: Any) -> str | None:
@@ -73,4 +73,4 @@ def print_live_book(r: dict[str, Any]) -> None:
     for warning in r.get("warnings") or []:
         if warning != r.get("reason"):
             say(f"Warning: {warning.get('message')}")
-    say(f"Last updated: {short_time(r.get('last_updated')) or r.get('last_updated') or '-'}")
+    say(f"Last updated: {when(r.get('last_updated')) or r.get('last_updated') or '-'}")

@@ -6,34 +6,32 @@ of ``scalar quote`` use it too).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
 import typer
-from rich.measure import Measurement
-from rich.table import Table
 
 from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import print_problem_and_exit, server_option
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, make_table, print_json, say, show, wide_option
 
 T = TypeVar("T")
 
 COLUMNS = [
-    "provider",
-    "source",
-    "region",
-    "instance_type",
-    "gpus",
-    "kind",
-    "price_per_gpu_hour",
-    "price_per_hour",
-    "interruption_rate",
-    "age",
-    "fresh",
-    "flags",
+    Col("provider", "key"),
+    Col("source", "key", wide=True),
+    Col("region", "key", wide=True),
+    Col("instance_type", "id"),
+    Col("per_gpu_h", "num"),
+    Col("per_h", "num", wide=True),
+    Col("offer", "text", floor=9),  # GPUs, spot or on-demand, STALE (see --wide's FRESH and AGE)
+    Col("interruption_rate", "num", wide=True),
+    Col("age", "key", wide=True),
+    Col("fresh", "key", wide=True),
+    Col("flags", "text", wide=True),
 ]
 
 
@@ -72,14 +70,6 @@ def call_prices(server: str, call: Callable[[PricesClient], T]) -> T:
         client.close()
 
 
-def print_wide(table: Table) -> None:
-    """Print ``table``; to a file or a pipe whole rows, never truncated or wrapped."""
-    out = console()
-    if not out.is_terminal:
-        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
-    out.print(table)
-
-
 class SortKey(StrEnum):
     price = "price"
     price_per_hour = "price_per_hour"
@@ -116,22 +106,58 @@ def usd(value: Any) -> str | None:
 
 def _row(r: Mapping[str, Any]) -> list[Any]:
     gpus = f"{r['gpu_count']:g} x {r['gpu_model']}" if r.get("gpu_count") and r.get("gpu_model") else None
+    kind = "spot" if r["spot"] else "on-demand"
     rate = r.get("interruption_rate")
     return [
         r["provider"],
         r["source"],
         r["region"],
         r["instance_type"],
-        gpus,
-        "spot" if r["spot"] else "on-demand",
         usd(r.get("price_per_gpu_hour")),
         usd(r.get("price_per_hour")),
+        " ".join(p for p in (gpus, kind, "STALE" if r.get("stale") else None) if p),
         None if rate is None else f"{rate:g}",
         age_text(r.get("age_s")) if r["source"] == "live" else "now",
         "STALE" if r.get("stale") else "ok",
-        ", ".join(f["code"] for f in r.get("flags") or ())
-        + ("" if r.get("trusted", True) else " (not quoted)"),
+        (
+            ", ".join(f["code"] for f in r.get("flags") or ())
+            + ("" if r.get("trusted", True) else " (not quoted)")
+        )
+        or None,
     ]
+
+
+FILTERS = {
+    "gpu_model": "--gpu-model",
+    "provider": "--provider",
+    "spot": "--spot/--on-demand",
+    "source": "--source",
+}
+
+
+def _no_offers_hint(server: str, params: Mapping[str, Any]) -> str:
+    """Why no offer matched, and the values that would (from the unfiltered list)."""
+    given = {k: v for k, v in params.items() if k in FILTERS and v is not None}
+    if not given:
+        return "no offers yet: the server has not collected any prices (`scalar providers` says why)"
+    offers = call_prices(server, lambda client: client.prices())["offers"]
+    said = " ".join(f"{FILTERS[k]} {v}" for k, v in given.items() if k in ("gpu_model", "provider"))
+    parts = [f"no offers match {said or 'these filters'}"]
+    if "gpu_model" in given:
+        models = sorted({str(o["gpu_model"]) for o in offers if o.get("gpu_model")})
+        parts.append(f"known GPU models: {', '.join(models) or 'none yet'}")
+    if "provider" in given:
+        providers = sorted({str(o["provider"]) for o in offers})
+        parts.append(f"providers with offers: {', '.join(providers) or 'none yet'}")
+    if "gpu_model" not in given and "provider" not in given:
+        parts.append("drop --spot/--on-demand or --source to see every offer")
+    hint = "; ".join(parts)
+    if "gpu_model" in given:
+        models = sorted({str(o["gpu_model"]) for o in offers if o.get("gpu_model")})
+        close = difflib.get_close_matches(str(given["gpu_model"]), models, n=1, cutoff=0.0)
+        if close:
+            hint += f"; try `scalar prices --gpu-model {close[0]}`"
+    return hint
 
 
 def register(app: typer.Typer) -> None:
@@ -150,6 +176,7 @@ def register(app: typer.Typer) -> None:
         descending: bool = typer.Option(False, "--desc", help="Sort descending."),
         server: str = server_option(),
         as_json: bool = typer.Option(False, "--json", help="Print the GET /prices response as JSON."),
+        wide: bool = wide_option(),
     ) -> None:
         """Offers of the built-in market and of the real providers the server collects, cheapest first.
 
@@ -169,4 +196,7 @@ def register(app: typer.Typer) -> None:
             print_json(body)
             return
         rows = [_row(r) for r in body["offers"]]
-        print_wide(make_table(COLUMNS, rows, title=f"Prices ({body['count']} offers, USD)"))
+        if not rows:
+            say(_no_offers_hint(server, params))
+            return
+        show(make_table(COLUMNS, rows, title=f"Prices ({body['count']} offers, USD)", wide=wide))

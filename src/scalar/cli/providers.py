@@ -5,11 +5,20 @@ from __future__ import annotations
 import typer
 
 from scalar.cli.errors import user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import make_table, print_json
-from scalar.cli.prices import age_text, call_prices, print_wide
+from scalar.cli.jobs import server_option
+from scalar.cli.output import Col, make_table, print_json, show, when, wide_option
+from scalar.cli.prices import age_text, call_prices
 
-COLUMNS = ["provider", "state", "sells", "last_success", "age", "offers", "flagged", "last_error"]
+COLUMNS = [
+    Col("provider", "key"),
+    Col("state", "key"),
+    Col("sells", "key"),
+    Col("last_success", "time", wide=True),
+    Col("age", "key"),
+    Col("offers", "num"),
+    Col("flagged", "num", wide=True),
+    Col("last_error", "text", ratio=3),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -18,6 +27,7 @@ def register(app: typer.Typer) -> None:
     def providers(
         server: str = server_option(),
         as_json: bool = typer.Option(False, "--json", help="Print the GET /providers response as JSON."),
+        wide: bool = wide_option(),
     ) -> None:
         """Each real provider (SFCompute, Prime Intellect, RunPod, AWS, Azure, GCP): ok, stale (last good
         prices kept after a failed fetch), error, disabled (and how to enable it) or pending. SELLS says who
@@ -37,11 +47,11 @@ def register(app: typer.Typer) -> None:
                     p["name"],
                     p["state"],
                     p.get("sells"),
-                    short_time(p.get("last_success_at")),
+                    when(p.get("last_success_at")),
                     age_text(p.get("age_s")),
                     p.get("offer_count") if p["enabled"] else None,
                     p.get("anomaly_count") if p["enabled"] else None,
                     error,
                 ]
             )
-        print_wide(make_table(COLUMNS, rows, title="Real providers (live prices)"))
+        show(make_table(COLUMNS, rows, title="Real providers (live prices)", wide=wide))

@@ -6,10 +6,10 @@ from typing import Any
 
 import typer
 
-from scalar.cli.cluster_output import fetch, say, show, table, usd
+from scalar.cli.cluster_output import fetch, table, usd
 from scalar.cli.errors import user_errors
-from scalar.cli.jobs import server_option, short_time
-from scalar.cli.output import print_json
+from scalar.cli.jobs import server_option
+from scalar.cli.output import print_json, say, show, when
 
 
 def print_status(server: str, s: dict[str, Any]) -> None:
@@ -18,7 +18,7 @@ def print_status(server: str, s: dict[str, Any]) -> None:
     leader = health.get("lease_holder") or "-"
     say(
         f"Scalar at {server}: {health.get('status', '-')}, this process is the {role} "
-        f"(lease held by {leader}, epoch {health.get('epoch', '-')}), last step {short_time(health.get('last_step_at')) or '-'}"
+        f"(lease held by {leader}, epoch {health.get('epoch', '-')}), last step {when(health.get('last_step_at')) or '-'}"
     )
     jobs = s.get("jobs_by_state") or {}
     show(table(["state", "jobs"], list(jobs.items()), "JOBS", ["TOTAL", s.get("jobs_total", 0)]))

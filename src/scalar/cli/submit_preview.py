@@ -11,10 +11,10 @@ import click
 import typer
 
 from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
-from scalar.cli.cluster_output import seconds, table, usd
+from scalar.cli.cluster_output import table, usd
 from scalar.cli.errors import USAGE_ERROR, fail
 from scalar.cli.jobs import one_line_reason, print_problem_and_exit
-from scalar.cli.output import console, print_json
+from scalar.cli.output import console, duration, print_json
 
 NOT_CONFIRMED = 1
 SETTLED = {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "PREEMPTED"}
@@ -50,7 +50,7 @@ def _rows(p: dict[str, Any]) -> list[list[Any]]:
         ["price_per_gpu_hour", usd(price, 4)],
         ["job_cost", usd(p.get("job_cost"), 4)],
         ["new_commitment", usd(p.get("new_commitment"), 4)],
-        ["contract", seconds(buy.get("contract_s")) if buy else None],
+        ["contract", duration(buy.get("contract_s")) if buy else None],
     ]
 
 

@@ -14,12 +14,28 @@ import typer
 
 from scalar.api.client import TOKEN_ENV, ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.jobs import print_problem_and_exit, server_option, short_time
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.jobs import print_problem_and_exit, server_option
+from scalar.cli.output import Col, make_table, print_json, say, show, when, wide_option
 from scalar.runtime.auth import AuthError, parse_expires_in
 
-TOKEN_COLUMNS = ["id", "tenant", "role", "name", "created", "expires", "revoked"]
-AUDIT_COLUMNS = ["id", "at", "tenant", "actor", "action", "entity", "details"]
+TOKEN_COLUMNS = [
+    Col("id", "id"),
+    Col("tenant", "key"),
+    Col("role", "key"),
+    Col("name", "text"),
+    Col("created", "time", wide=True),
+    Col("expires", "time"),
+    Col("revoked", "time"),
+]
+AUDIT_COLUMNS = [
+    Col("id", "num"),
+    Col("at", "time"),
+    Col("tenant", "key"),
+    Col("actor", "key", wide=True),
+    Col("action", "key"),
+    Col("entity", "id"),
+    Col("details", "text", ratio=2),
+]
 
 
 def token_option() -> Any:
@@ -42,8 +58,14 @@ def _call(server: str, token: str | None, call: Any) -> Any:
 
 def _details(data: dict[str, Any]) -> str:
     keys = ("provider", "instance_type", "node_count", "why", "role", "for_jobs", "bought_for_jobs")
-    parts = [f"{k}={data[k]}" for k in keys if data.get(k) not in (None, [], "")]
-    return " ".join(str(p) for p in parts)
+    parts = []
+    for k in keys:
+        value = data.get(k)
+        if value in (None, [], ""):
+            continue
+        shown = ",".join(str(v) for v in value) if isinstance(value, list | tuple) else str(value)
+        parts.append(f"{k}={shown}")
+    return " ".join(parts)
 
 
 def register(app: typer.Typer) -> None:
@@ -86,6 +108,7 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def list_(
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        wide: bool = wide_option(),
         server: str = server_option(),
         token: str | None = token_option(),
     ) -> None:
@@ -100,13 +123,16 @@ def register(app: typer.Typer) -> None:
                 t.get("tenant"),
                 t.get("role"),
                 t.get("name"),
-                short_time(t.get("created_at")),
-                short_time(t.get("expires_at")) if t.get("expires_at") else "never",
-                short_time(t.get("revoked_at")),
+                when(t.get("created_at")),
+                when(t.get("expires_at")) if t.get("expires_at") else "never",
+                when(t.get("revoked_at")),
             ]
             for t in page.get("tokens", [])
         ]
-        console().print(make_table(TOKEN_COLUMNS, rows, f"TOKENS at {server}"))
+        if not rows:
+            say("no tokens yet: create one with `scalar token create --tenant NAME`")
+            return
+        show(make_table(TOKEN_COLUMNS, rows, f"TOKENS at {server}", wide=wide))
 
     @tokens.command("revoke")
     @user_errors
@@ -126,6 +152,7 @@ def register(app: typer.Typer) -> None:
         action: str | None = typer.Option(None, "--action", help="Only this action (buy, release...)."),
         limit: int = typer.Option(100, "--limit", help="At most this many rows (1-1000)."),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
+        wide: bool = wide_option(),
         server: str = server_option(),
         token: str | None = token_option(),
     ) -> None:
@@ -137,7 +164,7 @@ def register(app: typer.Typer) -> None:
         rows = [
             [
                 e.get("id"),
-                short_time(e.get("at")),
+                when(e.get("at")),
                 e.get("tenant"),
                 e.get("actor"),
                 e.get("action"),
@@ -146,4 +173,12 @@ def register(app: typer.Typer) -> None:
             ]
             for e in page.get("entries", [])
         ]
-        console().print(make_table(AUDIT_COLUMNS, rows, f"AUDIT at {server}"))
+        if not rows:
+            filters = " ".join(f"--{k} {v}" for k, v in (("tenant", tenant), ("action", action)) if v)
+            say(
+                f"no audit entries for {filters}: drop the filter to see every entry"
+                if filters
+                else "no audit entries yet: purchases and releases are logged as the controller makes them"
+            )
+            return
+        show(make_table(AUDIT_COLUMNS, rows, f"AUDIT at {server}", wide=wide))
