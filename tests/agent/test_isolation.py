@@ -104,6 +104,7 @@ def test_the_bwrap_command_line() -> None:
     assert argv == [
         "/usr/bin/bwrap",
         "--ro-bind", "/", "/",
+        "--bind-try", "/tmp", "/tmp",  # the host's /tmp as it is (CUDA MPS's pipes, interpreters under it)
         "--dev", "/dev",
         "--proc", "/proc",
         "--dev-bind-try", "/dev/nvidiactl", "/dev/nvidiactl",
@@ -113,11 +114,9 @@ def test_the_bwrap_command_line() -> None:
         "--dev-bind-try", "/dev/nvidia5", "/dev/nvidia5",
         "--tmpfs", "/var/lib/agent",
         "--tmpfs", "/srv/scalar-data",
-        "--bind", "/var/lib/agent/jobs/job-1_1", "/tmp",
-        "--bind-try", "/tmp/nvidia-mps", "/tmp/nvidia-mps",
-        "--bind-try", "/tmp/nvidia-log", "/tmp/nvidia-log",
+        "--bind", "/var/lib/agent/jobs/job-1_1", "/var/lib/agent/jobs/job-1_1",  # after the hidden state dir
         "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--chdir", "/tmp",
+        "--chdir", "/var/lib/agent/jobs/job-1_1",
         "--",
     ]  # fmt: skip
     # the job keeps the host network and its session (the shim signals its process group)
@@ -129,7 +128,7 @@ def test_the_bwrap_command_line() -> None:
     assert with_workdir[at : at + 8] == [
         "--bind", "/data", "/data",  # the workdir first ...
         "--tmpfs", "/data/agent",  # ... so a hidden path inside it stays hidden
-        "--bind", "/h", "/tmp",
+        "--bind", "/h", "/h",
     ]  # fmt: skip
     assert with_workdir[-3:] == ["--chdir", "/data", "--"]
 

@@ -52,6 +52,8 @@ class RunPodSide:
 @contextmanager
 def runpod_side(db_url: str, tmp_path: Path, monkeypatch: Any, **settings: Any) -> Iterator[RunPodSide]:
     clock = Clock()
+    # the tests' handlers are in tests.endpoints: an admin lists them, as a deployment lists its own modules
+    settings.setdefault("endpoint_handlers", ("tests.endpoints",))
     cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True, **settings), clock=clock)
     cp.open()
     cp.endpoints.worker_duration_s = 600  # the test market's contracts are short (time_scale 600)

@@ -224,7 +224,8 @@ def test_as_root_a_hostile_job_under_bwrap_reads_no_secret_of_the_control_plane_
             "PYTHONPATH",  # the local agent passes it in a source checkout
             "PWD",  # bwrap's --chdir sets it
         }
-        assert env["HOME"] == env["TMPDIR"] == "/tmp"
+        # its private directory, at its own path (the host's /tmp stays the host's: interpreters live there)
+        assert env["HOME"] == env["TMPDIR"] and env["HOME"] not in {"/tmp", "/root"}
 
         # no secret anywhere it can reach: its log, the API's answers to its tenant, files its uid reads
         values = secrets_of(d)

@@ -5,7 +5,8 @@
   because CUDA MPS serves one uid per server); ``same-user`` runs them as the agent's own user.
 - ``sandbox``: ``bwrap`` runs the job under bubblewrap (as root, dropping to the job's uid inside with
   ``setpriv``): its own pid, IPC and UTS namespaces, a private ``/dev`` holding only the NVIDIA control
-  devices and the job's own GPUs, its private directory as ``/tmp``, and the agent's state directory, the
+  devices and the job's own GPUs, its private directory (its HOME and TMPDIR) at its own path, the host's
+  ``/tmp`` as it is outside (an interpreter installed under it must stay visible), and the agent's state directory, the
   other jobs' directories and the controller's data directory hidden (empty). ``none`` runs the job
   directly (under ``setpriv`` when per-tenant). ``auto``: ``bwrap`` when the agent is root and bubblewrap
   is installed, else ``none``.
@@ -33,9 +34,9 @@ DEFAULT_TENANT = "default"
 # The devices every CUDA process opens, and the GPUs' own (/dev/nvidiaN, N the GPU's index); on a host
 # without them (fake GPUs) they are skipped (--dev-bind-try).
 NVIDIA_SHARED_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-# CUDA MPS's pipe and log directories (the defaults): a job sharing a GPU talks to the MPS server there.
-MPS_DIRS = ("/tmp/nvidia-mps", "/tmp/nvidia-log")
-SANDBOX_TMP = "/tmp"  # where the job's private directory appears inside the sandbox (its HOME and TMPDIR)
+HOST_TMP = (
+    "/tmp"  # writable inside the sandbox as outside (sticky, world-writable): installs under it stay visible
+)
 # What the agent sets for every job (after the job's own env, so a job cannot fake them).
 AGENT_SET = (
     "CUDA_VISIBLE_DEVICES",
@@ -230,22 +231,33 @@ def bwrap_prefix(
     gpu_indices: Sequence[int],
 ) -> list[str]:
     """bubblewrap's options, up to ``--``: the host's root read-only, a private ``/dev`` with the NVIDIA
-    control devices and the job's own ``/dev/nvidiaN``, a private ``/proc`` (its pid namespace), the
-    job's directory as ``/tmp``, the job's ``workdir`` (if it gave one) writable where it is, and ``hidden``
-    paths replaced by empty ones (after the workdir: a workdir above one does not show it). Not ``--unshare-all`` (the job keeps the host network: its ports, and
+    control devices and the job's own ``/dev/nvidiaN``, a private ``/proc`` (its pid namespace), the host's
+    ``/tmp`` writable as it is outside (not a private one: the Python a job or an endpoint worker runs may be
+    installed under it), the job's directory (its HOME) and ``workdir`` (if it gave one) writable where
+    they are, and ``hidden`` paths replaced by empty ones (after the workdir: a workdir above one does not show it). Not ``--unshare-all`` (the job keeps the host network: its ports, and
     endpoint workers calling the controller), not ``--new-session`` (the shim stops the job's process
     group)."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--bind-try",
+        HOST_TMP,
+        HOST_TMP,
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
     for device in (*NVIDIA_SHARED_DEVICES, *(f"/dev/nvidia{int(i)}" for i in gpu_indices)):
         argv += ["--dev-bind-try", device, device]
     if workdir:  # before the hidden paths, so a workdir above one of them does not bring it back
         argv += ["--bind", workdir, workdir]
     for path in hidden:
         argv += ["--tmpfs", path]
-    argv += ["--bind", home, SANDBOX_TMP]
-    for path in MPS_DIRS:
-        argv += ["--bind-try", path, path]
-    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--chdir", workdir or SANDBOX_TMP, "--"]
+    argv += ["--bind", home, home]  # after the hidden paths: it lives in the agent's (hidden) state directory
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--chdir", workdir or home, "--"]
     return argv
 
 

@@ -192,7 +192,7 @@ class Runner:
         if uid != self.euid:
             os.chown(home, uid, gid)
         sandboxed = self.isolation.sandbox == "bwrap"
-        seen_home = iso_mod.SANDBOX_TMP if sandboxed else str(home)
+        seen_home = str(home)  # the same path inside the sandbox (isolation.bwrap_prefix)
         uuids = [str(u) for u in assignment.get("gpu_uuids") or []]
         agent_set = {
             "CUDA_VISIBLE_DEVICES": ",".join(uuids),

@@ -85,7 +85,11 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         )
         agents = control_plane.agents
         worker_service = AgentWorkerService(agents.store, agents.clock, agents.secret_box)
-        app.include_router(runpod_worker_router(worker_service))  # RunPod's worker protocol
+        app.include_router(  # RunPod's worker protocol
+            runpod_worker_router(
+                worker_service, app.state.agent_rate_limiter, app.state.agent_failure_limiter
+            )
+        )
         endpoints += ["/agents", "/jobs/{id}/logs"]
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))

@@ -66,6 +66,7 @@ _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {**_PROBLEM, "description": "not this worker's key"},
     404: {**_PROBLEM, "description": "no such worker of this endpoint"},
+    429: {**_PROBLEM, "description": "too many calls from this worker, or refused keys from this address"},
 }
 
 worker_key = APIKeyHeader(
@@ -75,10 +76,6 @@ worker_key = APIKeyHeader(
     "valid for this worker's calls only",
     auto_error=False,
 )
-
-
-_PER_WORKER = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # calls per worker, as for Scalar's own workers
-_FAILURES = RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)  # refused keys per client address
 
 
 def _no_key(problem: str) -> ApiProblem:
@@ -96,7 +93,7 @@ def _no_key(problem: str) -> ApiProblem:
     )
 
 
-def _checked_key(workers: AgentWorkerService) -> Any:
+def _checked_key(workers: AgentWorkerService, limiter: RateLimiter, failures: RateLimiter) -> Any:
     """The declaration of the worker protocol's routes (``Access.WORKER``): the worker's key, raw or as
     Bearer, checked against that worker by a read before any route runs (any failure is 401, and a client
     looping on bad keys is held back), then rate-limited per worker."""
@@ -113,12 +110,12 @@ def _checked_key(workers: AgentWorkerService) -> Any:
             await run_in_threadpool(workers.authenticate, endpoint_id, worker_id, token)
         except (AgentWorkerError, ApiProblem):
             client = request.client.host if request.client is not None else "?"
-            wait = _FAILURES.take("runpod-worker-failure:" + client)
+            wait = failures.take("worker-failure:" + client)
             if wait > 0:
                 await asyncio.sleep(FAILURE_DELAY_S)
                 raise rate_limited(wait, "address") from None
             raise _no_key("is not the key of this endpoint's worker") from None
-        wait = _PER_WORKER.take(f"runpod-worker:{endpoint_id}/{worker_id}")
+        wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
         if wait > 0:
             raise rate_limited(wait, "worker")
         return token
@@ -140,9 +137,17 @@ def _id() -> Any:
     return Path(min_length=1, max_length=MAX_ID_LENGTH)
 
 
-def runpod_worker_router(workers: AgentWorkerService) -> APIRouter:
+def runpod_worker_router(
+    workers: AgentWorkerService, limiter: RateLimiter | None = None, failures: RateLimiter | None = None
+) -> APIRouter:
+    """The worker protocol's routes. ``limiter``: calls per worker (the agents' limiter: 50/s, bursts of
+    200); ``failures``: refused keys per client address (2/s, bursts of 20), shared with the agents' routes."""
     router = APIRouter(prefix=RUNPOD_WORKER_PREFIX, route_class=ProblemRoute, tags=["runpod worker protocol"])
-    checked_key = _checked_key(workers)
+    checked_key = _checked_key(
+        workers,
+        limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST),
+        failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST),
+    )
     handed: dict[str, set[tuple[str, int]]] = {}  # per worker: (request, delivery) handed out
     signalled: dict[str, set[str]] = {}  # per worker: requests already sent on job-stop
 
