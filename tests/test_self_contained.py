@@ -49,7 +49,7 @@ def test_a_copy_with_nothing_beside_it_runs_the_data_tests_and_simulate(tmp_path
     alone = tmp_path / "empty"
     alone.mkdir()
     copy = copy_checkout(alone)
-    assert not (copy.parent / "shared").exists() and sorted(p.name for p in alone.iterdir()) == [
+    assert not copy.parent.joinpath("shared").exists() and sorted(p.name for p in alone.iterdir()) == [
         "scalar-clone"
     ]
     assert (copy / "data" / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv").is_file()
