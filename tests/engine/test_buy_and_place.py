@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
@@ -49,7 +50,9 @@ def test_fast_job_buys_once_at_the_books_optimal_price_then_runs_and_frees_its_g
             provider="sfcompute",
             instance_type="8xH100",
             node_count=1,
-            duration_s=WEEK_S,
+            # Sized to the demand (engine/contract_sizing.py): the 1-hour job and its allowances (45 min)
+            # need 2 whole hours; a longer block would only add idle hours at the same rate.
+            duration_s=2 * 3600,
             limit_price_per_gpu_hour=Decimal("2.20"),
             tier=Tier.FAST,
             gpu_model="H100",
@@ -154,9 +157,8 @@ def test_a_long_job_buys_a_contract_long_enough_to_finish() -> None:
     ten_days = 10 * 86_400
     [buy] = c.step(at(0), [market(sf_offer()), *submit(spec("long", 8, duration=ten_days))])
     cfg = ControllerConfig()
-    assert (
-        buy.request.duration_s == ten_days + cfg.safety_margin_s + cfg.request_timeout_s + cfg.boot_timeout_s
-    )
+    needed = ten_days + cfg.safety_margin_s + cfg.request_timeout_s + cfg.boot_timeout_s
+    assert buy.request.duration_s == math.ceil(needed / 3600) * 3600  # a block is sold in whole hours
     c.step(at(30), [filled(buy, at(30))])
     [start] = starts(c.step(at(90), ready("blk-1-n0", when=at(90))))
     assert start.job_id == "long"

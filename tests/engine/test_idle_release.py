@@ -133,7 +133,9 @@ def test_an_hourly_node_is_held_while_jobs_keep_arriving_as_long_as_a_new_one_wo
 
 def test_a_block_paid_whole_is_held_for_idle_release_s_whatever_the_forecast() -> None:
     c = Controller(ControllerConfig(idle_release_s=IDLE))
-    [buy] = c.step(at(0), [market(sf_offer()), *submit(spec("j", 4, duration=600))])
+    # A 4,900 s job: its block is sized to 3 whole hours (with the allowances), still open when it idles.
+    [buy] = c.step(at(0), [market(sf_offer()), *submit(spec("j", 4, duration=4_900))])
+    assert buy.request.duration_s == 3 * 3600
     c.step(at(30), [filled(buy, at(30))])
     c.step(at(60), ready("blk-1-n0", when=at(60)))
     c.step(at(5_000), [job_done("blk-1-n0", "j", at(5_000))])

@@ -165,7 +165,8 @@ def test_costs_spend_delivered_and_idle_gpu_hours() -> None:
     assert report.delivered_gpu_hours == Decimal(2)
     assert report.idle_cost == Decimal("13.20")
     assert report.cost_per_delivered_gpu_hour == Decimal("8.80")
-    assert report.committed == Decimal("2956.80")  # 8 GPUs x $2.20 x 168 h, the whole contract
+    # 8 GPUs x $2.20 x 2 h, the whole contract: sized to the 30-minute job and its 45 minutes of allowances.
+    assert report.committed == Decimal("35.20")
     [row] = report.by_provider
     assert (row.provider, row.line.idle_gpu_hours) == ("sfcompute", Decimal(6))
     [block] = report.by_block

@@ -22,6 +22,7 @@ from scalar.sim.protocol_b import (
     POLICIES,
     ProtocolBOptions,
     run_policy,
+    on_demand_config,
     run_protocol_b,
     scalar_config,
 )
@@ -90,16 +91,14 @@ def test_same_seed_same_result() -> None:
         assert p["fast"]["finished"] == 2 and p["flex"]["finished"] == 1
 
 
-def test_scalar_buys_spot_and_falls_back_to_on_demand_only_for_bigger_shapes() -> None:
-    offers = [
-        offer("A100", 8, "0.40", vram=40.0, vcpu=96, spot=True, instance_type="p4d"),
-        offer("A100", 8, "0.80", vram=40.0, vcpu=96, instance_type="p4d"),
-        offer("A100", 8, "0.90", vram=40.0, vcpu=176, instance_type="big"),
-    ]
-    groups = scalar_config(offers).scale_groups
-    assert [g.name for g in groups] == ["orderbook", "interruptible", "last-resort"]
-    assert groups[1].spot is True
-    assert groups[2].instance_types == ("big",) and groups[2].spot is False
+def test_scalar_may_buy_spot_on_demand_and_blocks_and_reads_hazards_per_hour() -> None:
+    config = scalar_config()
+    groups = config.scale_groups
+    assert [g.name for g in groups] == ["orderbook", "interruptible", "on-demand"]
+    assert groups[1].spot is True and groups[2].spot is False
+    # The simulated market reads the Spot Advisor bands per hour; the engine prices spot risk the same way.
+    assert config.interruption_period_hours == 1.0
+    assert on_demand_config().interruption_period_hours == 1.0
 
 
 # ---- never over-commit: every policy, random small workloads ------------------------------------------

@@ -39,6 +39,7 @@ from scalar.domain.arbitrage import (
     combine_default_score,
     effective_interruption_rate,
 )
+from scalar.domain.contracts import DEFAULT_INTERRUPTION_RATE, HOURS_PER_MONTH, work_rate
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.money import round_cents
 from scalar.domain.offers import PRIME, SFCOMPUTE, Offer
@@ -98,6 +99,10 @@ class ProcurementPolicy:
     large_provider: str = SFCOMPUTE
     # A job is routed only to shapes hosting it within this factor of the cheapest host (``cost_band``).
     host_cost_tolerance: Decimal = DEFAULT_HOST_COST_TOLERANCE
+    # Spot hazards (domain/contracts.py): a published interruption probability is per this many hours (the
+    # Spot Advisor's bands are monthly); where none is published the seed's rate is assumed.
+    interruption_period_hours: float = HOURS_PER_MONTH
+    unpublished_interruption_rate: float = DEFAULT_INTERRUPTION_RATE
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour
@@ -205,11 +210,13 @@ def nodes_to_cover(need: CapacityNeed, offer: Offer) -> int:
 
 
 def _score(offer: Offer, need: CapacityNeed, nodes: int) -> float:
-    """The arbitrage default score with the need's economics: price per needed GPU-hour, GPU efficiency."""
+    """The arbitrage default score with the need's economics: price per needed unit of work (per GPU-hour
+    for FAST, divided by the model's throughput for FLEX: domain/contracts.py), GPU efficiency."""
     cost = offer.price_per_hour * nodes
     bought = nodes * offer.gpu_count
+    rate = Decimal(repr(work_rate(offer.gpu_model, need.tier)))
     return combine_default_score(
-        cost / Decimal(need.gpu_count), offer.interruption_rate, need.gpu_count / bought
+        cost / Decimal(need.gpu_count) / rate, offer.interruption_rate, need.gpu_count / bought
     )
 
 

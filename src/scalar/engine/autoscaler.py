@@ -15,9 +15,9 @@ place at the end (``_apply``), with the unmet demand and the routing decision.
    The need counts the CPU cores and RAM the tier's jobs ask for as well as their GPUs.
 3. Eligibility (``eligibility_step``): the groups that may serve each job (engine/groups.py).
 4. Cost band (``cost_band_step``): each job's eligible groups narrowed to its cost band (``cheapest_hosts``:
-   within procurement's ``host_cost_tolerance`` of the cheapest group that can host it now, per
-   ``hosting_cost_per_hour``; a FAST job draws its band among the seed's preferred provider's groups when
-   that provider can host it).
+   within procurement's ``host_cost_tolerance`` of the cheapest group that can host it now, per unit of
+   work with the expected rework of spot interruptions (``domain.contracts.expected_job_cost``); a FAST job
+   draws its band among the seed's preferred provider's groups when that provider can host it).
 5. Routing (``routing_step``): ``route_demand`` over every group (and gang views). In-flight slices
    (REQUESTING, BOOTING, INITIALIZING) are pending capacity, so demand already bought for is never bought
    twice.
@@ -246,18 +246,21 @@ def cost_band_step(
         if rec.job is not None:
             alike[_shape_key(rec.job)] = alike.get(_shape_key(rec.job), 0) + 1
     hosts = HostCosts(state, policy, now)
-    cache: dict[tuple[object, ...], Eligibility] = {}
+    cache: dict[object, Eligibility] = {}
     routed: list[tuple[JobRecord, Eligibility]] = []
     for rec, where in eligible:
         job = rec.job
         assert job is not None
         key = _shape_key(job)
+        checkpoint = rec.spec.checkpoint_interval_s
         if rec.spec.command:
-            where = hosts.cheapest(job, where, alike[key])
+            where = hosts.cheapest(job, where, alike[key], checkpoint)
         else:
-            found = cache.get(key)
+            # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py).
+            cost_key = (key, job.expected_duration_sec, checkpoint) if job.tier is Tier.FLEX else key
+            found = cache.get(cost_key)
             if found is None:
-                found = cache[key] = hosts.cheapest(job, where, alike[key])
+                found = cache[cost_key] = hosts.cheapest(job, where, alike[key], checkpoint)
             where = found
         if not where.views:
             why = where.summary() or "no scale group exists yet (no offers observed)"

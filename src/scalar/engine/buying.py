@@ -11,7 +11,6 @@ if those cannot cover the need the demand waits (a ``Reason`` instead of a ``Pri
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -26,6 +25,7 @@ from scalar.domain.tier import Tier
 from scalar.engine.actions import BuyCapacity
 from scalar.engine.budget import fit_launch
 from scalar.engine.config import ControllerConfig
+from scalar.engine.contract_sizing import size_contract
 from scalar.engine.groups import base_of, node_headroom
 from scalar.engine.lifecycle import OrderStatus
 from scalar.engine.pass_outcomes import JobOutcome, Outcomes
@@ -188,10 +188,8 @@ def _place_order(
     offer = rec.offer
     assert offer is not None
     nodes = launches * unit
-    contract = (rec.config.contract_length_s if rec.config else None) or config.contract_length_s
-    allowance = config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s
-    longest = max((r.job.expected_duration_sec for r in jobs if r.job is not None), default=0.0)
-    duration = max(contract, math.ceil(longest + allowance)) if jobs else contract
+    sizing = size_contract(state, config, rec, nodes, price.per_gpu_hour, jobs, now)
+    duration = sizing.duration_s
     if config.budgets:  # spend limits (engine/budget.py): a job over one waits, told the numbers
         key = f"act-{state.counters.get('act', 0) + 1:06d}"
         per_launch = price.per_gpu_hour * unit * int(offer.gpu_count)
@@ -226,7 +224,7 @@ def _place_order(
     key = state.next_id("act")
     buying = (
         f"buying {nodes}x {rec.instance_type} on {rec.provider} at {format_usd(price.per_gpu_hour)}/GPU-h "
-        f"({price.note}) for {duration / 86400:g} days"
+        f"({price.note}) for {fmt_duration(duration)}; {sizing.text}"
     )
     if jobs:
         first = jobs[0]

@@ -164,6 +164,9 @@ class ControllerConfig:
     agent_providers: tuple[str, ...] = ()
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
     routing_memo: bool = True
+    # The hours a published spot interruption rate is the probability of an interruption in (the Spot
+    # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
+    interruption_period_hours: float = 730.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):
@@ -199,6 +202,13 @@ class ControllerConfig:
         _count("flex_batch_gpus", self.flex_batch_gpus, 1)
         _count("max_demand_entries", self.max_demand_entries, 1)
         _count("max_job_attempts", self.max_job_attempts, 1)
+        period = self.interruption_period_hours
+        if isinstance(period, bool) or not isinstance(period, int | float) or not (math.isfinite(period) and period > 0):
+            raise ConfigError(
+                "interruption_period_hours",
+                f"must be a number of hours > 0, got {period!r}",
+                "use 730 for monthly interruption rates (the Spot Advisor's), 1 for hourly ones",
+            )
         if not isinstance(self.agent_providers, tuple):
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
         if not isinstance(self.routing_memo, bool):
@@ -213,6 +223,7 @@ class ControllerConfig:
         return ProcurementPolicy(
             flex_max_price_per_gpu_hour=self.cap_for(Tier.FLEX),
             fast_max_price_per_gpu_hour=self.cap_for(Tier.FAST),
+            interruption_period_hours=self.interruption_period_hours,
         )
 
     # ---- plain dicts (the config file) ---------------------------------------------------------------

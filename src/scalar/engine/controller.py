@@ -156,6 +156,7 @@ class Controller:
             state.move_job(rec, JobState.REJECTED, Reason("invalid_spec", f"job {job_id} refused: {message}"))
             return
         state.arrivals.setdefault(job.tier, deque()).append(state.at)  # the arrival forecast (housekeeping)
+        state.arrived_jobs.append((state.at, job))  # the demand forecast of contract sizing
         state.move_job(
             rec,
             JobState.PENDING,

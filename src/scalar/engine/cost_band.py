@@ -1,8 +1,11 @@
 """The cost band: which of a job's eligible groups host it within procurement's tolerance of the cheapest.
 
-``HostCosts.cheapest`` prices hosting a job on each group that can take it now (``hosting_cost_per_hour``)
-and keeps those within ``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over
-with their reason. Node headroom and in-flight slices are looked up once per pass.
+``HostCosts.cheapest`` prices hosting a job on each group that can take it now: its share of the nodes
+holding it (``hosting_cost_per_hour``) per unit of work, with the rework spot interruptions are expected to
+cost it (``domain.contracts.expected_job_cost``: a FLEX job's duration scales with the model's throughput,
+a long job that does not checkpoint loses its work at every interruption), and keeps those within
+``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over with their reason.
+Node headroom and in-flight slices are looked up once per pass.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+from scalar.domain.contracts import JobCost, expected_job_cost
 from scalar.domain.market import NodeState
 from scalar.domain.orderbook import format_usd
 from scalar.domain.packing_model import Job
@@ -32,16 +36,20 @@ class HostCosts:
         self._headrooms: dict[str, int] = {}
         self._flying: set[str] | None = None
 
-    def cheapest(self, job: Job, where: Eligibility, alike: int) -> Eligibility:
+    def cheapest(
+        self, job: Job, where: Eligibility, alike: int, checkpoint_s: float | None = None
+    ) -> Eligibility:
         """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
         that can take it now (available, with node headroom or capacity on its way): a job is not bought a
         node that costs it clearly more than another shape would. ``alike`` jobs of its shape are waiting:
         the cost is that of the nodes holding them all, shared out. A FAST job keeps the seed's size rule
         when the preferred provider can host it now (Prime's pods start in minutes, VMs in up to ten): its
-        band is drawn among that provider's groups. The seed's ranking decides within the band."""
+        band is drawn among that provider's groups. The seed's ranking decides within the band.
+        ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework."""
         if len(where.views) < 2:
             return where
         priced: dict[str, Decimal] = {}
+        detail: dict[str, JobCost] = {}
         for view in where.views:
             rec = self.state.groups[base_of(view)[0]]
             if rec.offer is None or availability_of(rec, self.now)[0] is not Availability.AVAILABLE:
@@ -58,7 +66,17 @@ class HostCosts:
                 jobs=alike,
             )
             if cost is not None:
-                priced[view] = cost
+                expected = expected_job_cost(
+                    cost,
+                    rec.offer,
+                    job.tier,
+                    expected_s=job.expected_duration_sec,
+                    checkpoint_s=checkpoint_s,
+                    period_hours=self.policy.interruption_period_hours,
+                    unpublished_rate=self.policy.unpublished_interruption_rate,
+                )
+                detail[view] = expected
+                priced[view] = expected.per_work_hour
         costs = priced
         preferred = self.policy.preferred_provider(job.gpu_count)
         if job.tier is Tier.FAST:
@@ -76,9 +94,9 @@ class HostCosts:
             if view in costs:
                 why = Reason(
                     "costlier_host",
-                    f"{view} would host it at {format_usd(priced[view])}/h, over "
-                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {format_usd(cheapest)}/h",
-                    "cost_per_hour",
+                    f"{view} would host it at {detail[view].describe()}, over "
+                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {format_usd(cheapest)}/work-h",
+                    "cost_per_work_hour",
                     str(cheapest),
                     str(priced[view]),
                     str(limit),
@@ -87,7 +105,7 @@ class HostCosts:
                 why = Reason(
                     "fast_keeps_preferred_provider",
                     f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now "
-                    f"(seed 000's size rule); {view} would cost {format_usd(priced[view])}/h",
+                    f"(seed 000's size rule); {view} would cost {detail[view].describe()}",
                     "provider",
                     preferred,
                     self.state.groups[base_of(view)[0]].provider,

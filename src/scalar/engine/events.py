@@ -51,6 +51,9 @@ class JobSpec:
     cuda_versions: tuple[str, ...] | None = None
     # TCP ports the node's agent allocates for the command ($PORT, $SCALAR_PORTS; docs/agent.md); 0: none.
     ports: int = 0
+    # How often the job checkpoints its work, in seconds of run time (None: never, a restart redoes it all).
+    # Procurement weighs spot interruptions against it (domain/contracts.py).
+    checkpoint_interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,6 +234,9 @@ class ClusterState:
         self.now: datetime | None = None
         # When each tier's jobs arrived lately (the arrival forecast of release_idle; pruned to an hour).
         self.arrivals: dict[Tier, deque[datetime]] = {}
+        # The jobs that arrived lately, as (when, job): the demand forecast contracts are sized against
+        # (engine/contract_sizing.py; pruned to its forecast window).
+        self.arrived_jobs: deque[tuple[datetime, Job]] = deque()
         self.cause = "init"
         self.steps = 0
         self.recent_actions: deque[Action] = deque(maxlen=RECENT_ACTIONS)

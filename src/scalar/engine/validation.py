@@ -81,6 +81,15 @@ def _spec_problems(spec: JobSpec) -> tuple[list[Reason], Tier | None]:
                 "expected_duration_sec",
             )
         )
+    if spec.checkpoint_interval_s is not None and _bad_number(spec.checkpoint_interval_s, positive=True):
+        problems.append(
+            Reason(
+                "invalid_checkpoint_interval_s",
+                f"checkpoint_interval_s must be a number of seconds > 0 (or unset: the job never "
+                f"checkpoints), got {spec.checkpoint_interval_s!r}",
+                "checkpoint_interval_s",
+            )
+        )
     if isinstance(spec.priority, bool) or not isinstance(spec.priority, int):
         problems.append(
             Reason("invalid_priority", f"priority must be a whole number, got {spec.priority!r}", "priority")

@@ -43,7 +43,7 @@ from scalar.sim.dynamic.engine_run import EngineDriver
 from scalar.sim.dynamic.loop import DEFAULT_TICK_S, ORIGIN, LoopPolicy, RunTrace, run_loop
 from scalar.sim.dynamic.lower_bound import lower_bound
 from scalar.sim.dynamic.mapping import ALL_MAPPED_MODELS
-from scalar.sim.dynamic.market import MarketSession
+from scalar.sim.dynamic.market import INTERRUPTION_PERIOD_HOURS, MarketSession
 from scalar.sim.dynamic.metrics import TierWaits, tier_waits
 from scalar.sim.dynamic.progress import MOVED, PREEMPTED, WorkTracker
 from scalar.sim.dynamic.workload import WindowOptions, Workload, build_workload
@@ -63,43 +63,23 @@ def scalar_config(offers: Sequence[Offer] = ()) -> ControllerConfig:
     """The engine's configuration for Protocol B (docs/simulator-dynamic.md, "Scalar's configuration").
 
     Scale-group entries, first match wins: the orderbook seller's shapes (``sfcompute``, never
-    interruptible); every *interruptible* (spot) shape of the fixed-price sellers; and, as a last resort, the
-    on-demand shapes bigger than every spot shape in ``offers`` (more vCPUs, RAM or GPUs per node), so that a
-    job too big for spot capacity still runs. Up to 64 nodes per shape (the market's capacity per location).
-    Everything else is the engine's default (7-day contracts, 30-minute idle release, FLEX batching at 15
-    minutes or 8 GPUs). With every on-demand shape allowed, the engine before its per-job cost band bought
-    on-demand V100s at about 3x the spot price (their published interruption rate of 0 outweighed a price
-    term that barely separates $0.05 from $0.14); a preempted job is requeued by the engine, its lost time
-    counted in its wait.
+    interruptible); every *interruptible* (spot) shape of the fixed-price sellers; and every on-demand
+    shape of the fixed-price sellers. Up to 64 nodes per shape (the market's capacity per location). The
+    engine chooses among them per job by expected cost per unit of work (engine/cost_band.py): a job's
+    share of the nodes that hold it, divided by the model's throughput for FLEX work, times the rework spot
+    interruptions are expected to cost it (the market's hazards, read per hour as the simulator's market
+    reads them: ``interruption_period_hours = 1``). On-demand capacity is bought where that risk makes spot
+    dearer (a long job that does not checkpoint) or no spot shape holds the job. Everything else is the
+    engine's default. ``offers`` is accepted for callers that pass the market's offers; the groups do
+    not depend on them.
     """
-    fixed = [o for o in offers if o.provider in FIXED_PRICE_PROVIDERS]
-    spot = [o for o in fixed if o.spot]
+    del offers
     groups = [
         ScaleGroupConfig(name="orderbook", providers=(SFCOMPUTE,), max_slices=64),
         ScaleGroupConfig(name="interruptible", providers=FIXED_PRICE_PROVIDERS, spot=True, max_slices=64),
+        ScaleGroupConfig(name="on-demand", providers=FIXED_PRICE_PROVIDERS, spot=False, max_slices=64),
     ]
-    if spot:
-        cpu = max(o.vcpu for o in spot)
-        ram = max(o.memory_gb for o in spot)
-        gpus = max(o.gpu_count for o in spot)
-        bigger = sorted(
-            {
-                o.instance_type
-                for o in fixed
-                if not o.spot and (o.vcpu > cpu or o.memory_gb > ram or o.gpu_count > gpus)
-            }
-        )
-        if bigger:
-            groups.append(
-                ScaleGroupConfig(
-                    name="last-resort",
-                    providers=FIXED_PRICE_PROVIDERS,
-                    instance_types=tuple(bigger),
-                    spot=False,
-                    max_slices=64,
-                )
-            )
-    return ControllerConfig(scale_groups=tuple(groups))
+    return ControllerConfig(scale_groups=tuple(groups), interruption_period_hours=INTERRUPTION_PERIOD_HOURS)
 
 
 def on_demand_config() -> ControllerConfig:
@@ -114,6 +94,7 @@ def on_demand_config() -> ControllerConfig:
         flex_batch_wait_s=base.flex_batch_wait_s,
         flex_batch_gpus=base.flex_batch_gpus,
         reservation_s=base.reservation_s,
+        interruption_period_hours=base.interruption_period_hours,
     )
 
 
@@ -260,9 +241,9 @@ def _driver(
     policy: str, session: MarketSession, workload: Workload, config: ControllerConfig | None = None
 ) -> LoopPolicy:
     if policy == SCALAR:
-        return EngineDriver(config or scalar_config(session.offers(ORIGIN)), session)
+        return EngineDriver(config or scalar_config(), session, workload.checkpoint_s)
     if policy == ON_DEMAND:
-        return EngineDriver(on_demand_config(), session)
+        return EngineDriver(on_demand_config(), session, workload.checkpoint_s)
     if policy == PER_POD:
         return PerPodDriver(session, workload.horizon_s, PER_POD_CONFIG, PER_POD)
     if policy == PER_POD_FAST:

@@ -44,7 +44,7 @@ from scalar.sim.dynamic.workload import DynamicJob
 KILLED = "killed"
 
 
-def job_spec(job: DynamicJob, at: datetime) -> JobSpec:
+def job_spec(job: DynamicJob, at: datetime, checkpoint_s: float | None = None) -> JobSpec:
     return JobSpec(
         job_id=job.job_id,
         tier=job.tier.value,
@@ -57,6 +57,7 @@ def job_spec(job: DynamicJob, at: datetime) -> JobSpec:
         gpu_models=job.models,
         share_gpu=job.share_gpu,
         submitted_at=at,
+        checkpoint_interval_s=checkpoint_s,
     )
 
 
@@ -79,8 +80,11 @@ def as_preemption(event: NodeEvent) -> NodeEvent:
 class EngineDriver:
     """Runs one ``Controller`` against a market session (the ``scalar`` and ``on-demand`` policies)."""
 
-    def __init__(self, config: ControllerConfig, session: MarketSession) -> None:
+    def __init__(
+        self, config: ControllerConfig, session: MarketSession, checkpoint_s: float | None = None
+    ) -> None:
         self.controller = Controller(config)
+        self.checkpoint_s = checkpoint_s  # the workload's: told to the engine with every job
         self.session = session
         self._seq = 0
         self._hour: int | None = None
@@ -111,7 +115,7 @@ class EngineDriver:
         if self._hour != market_hour(now) or self._stale_book:
             feed.append(self._observe(now))
         for job in arrivals:
-            feed.append(JobSubmitted(self._sid("submit"), job_spec(job, now)))
+            feed.append(JobSubmitted(self._sid("submit"), job_spec(job, now, self.checkpoint_s)))
             self.submitted += 1
         for e in events:
             feed.append(NodeReported(self._sid("node"), as_preemption(e)))

@@ -1,0 +1,252 @@
+"""The economics of a purchase: $ per unit of work, the work spot interruptions make redone, and how long
+a contract to commit to against the demand forecast.
+
+**Work units.** A work unit is one GPU-hour on the reference model (the A100 of the GPU registry,
+``domain.gpus.relative_throughput`` = 1). A FLEX (batch) job's duration scales with the GPU's throughput:
+on a model of throughput ``t`` it runs ``work / t`` hours, so what it costs is the price per GPU-hour
+divided by ``t`` (``work_rate``). A FAST (latency-sensitive) job holds its GPU for its wall time whatever
+the model: its cost is the price per GPU-hour (rate 1).
+
+**Interruption risk.** A spot node is interrupted at a constant hazard ``h`` per hour: the offer's
+published interruption probability ``p`` over ``period`` hours (AWS Spot Advisor bands; the seed's 10%
+where none is published) read as ``h = -ln(1 - p) / period``. A FLEX job interrupted restarts from its
+last checkpoint (every ``c`` hours of run time; none: from the start), so a segment of ``c`` hours takes
+``(e^(h c) - 1) / h`` hours in expectation (the classic restart-from-checkpoint result for a memoryless
+hazard, restarts free): the expected rework fraction is ``(e^(h c) - 1) / (h c) - 1``. The expected
+cost of a job on an offer is ``price x duration x (1 + rework)``; a long uncheckpointed job on a
+high-hazard node has a rework that grows exponentially and loses to on-demand or a block. A FAST job is a
+service: interrupted, it comes back elsewhere with nothing to redo (rework 0).
+
+**Contract length.** ``choose_contract`` prices each length the seller sells (SFCompute: the durations its
+book lists, or the hours the queued jobs need; an hourly seller: an open-ended lease billed per unit,
+``hourly``) as the commitment plus the forecast demand it leaves uncovered, bought at the cheapest
+alternative: ``price x GPUs x hours + alternative x (forecast - covered)``. The forecast is the queued
+work of the jobs the purchase is for, plus the steady part of recent arrivals (``steady_rate``: the
+smallest hourly arrival rate of the last hours) over the forecast horizon. The cheapest wins, ties to the
+shorter: a shorter contract that covers the forecast always beats a longer one at the same rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from scalar.domain.errors import InvalidSpecError, UnknownGpuModelError
+from scalar.domain.gpus import relative_throughput
+from scalar.domain.offers import Offer
+from scalar.domain.tier import Tier
+
+DEFAULT_INTERRUPTION_RATE = 0.10  # the seed's rate where a seller publishes none (domain.arbitrage)
+HOURS_PER_MONTH = 730.0  # the Spot Advisor's bands are monthly probabilities
+MAX_REWORK = 1e6  # beyond this the job practically never finishes on the offer
+
+
+def work_rate(gpu_model: str | None, tier: Tier) -> float:
+    """Work units one GPU-hour of ``gpu_model`` does for a job of ``tier``: its relative throughput for FLEX
+    (batch work runs faster on a faster GPU), 1 for FAST (a service holds its GPU for its wall time) and for
+    a model the registry does not know."""
+    if tier is not Tier.FLEX or not gpu_model:
+        return 1.0
+    try:
+        rate = relative_throughput(gpu_model)
+    except UnknownGpuModelError:
+        return 1.0
+    return rate if math.isfinite(rate) and rate > 0 else 1.0
+
+
+def hazard_per_hour(
+    offer: Offer,
+    *,
+    period_hours: float = HOURS_PER_MONTH,
+    unpublished_rate: float = DEFAULT_INTERRUPTION_RATE,
+) -> float:
+    """Interruptions per hour of a node of ``offer``: 0 unless spot; ``-ln(1 - p) / period_hours``."""
+    if not offer.spot:
+        return 0.0
+    p = unpublished_rate if offer.interruption_rate is None else offer.interruption_rate
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return math.inf
+    return -math.log1p(-p) / period_hours
+
+
+def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | None) -> float:
+    """The expected work redone per unit of work (0: none) for a run of ``run_hours`` that checkpoints every
+    ``checkpoint_hours`` (``None``: never) on a node interrupted ``hazard`` times per hour."""
+    if hazard <= 0.0 or run_hours <= 0.0:
+        return 0.0
+    segment = run_hours if checkpoint_hours is None else min(checkpoint_hours, run_hours)
+    x = hazard * segment
+    if x > math.log(MAX_REWORK):
+        return MAX_REWORK
+    return math.expm1(x) / x - 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobCost:
+    """What one job is expected to cost per work unit on an offer's shape, and the numbers behind it."""
+
+    per_work_hour: Decimal  # host cost per hour / work rate x (1 + rework)
+    rate: float  # work units per GPU-hour
+    hazard: float  # interruptions per hour
+    run_hours: float  # the job's expected run time on the model
+    rework: float  # expected rework fraction
+
+    def describe(self) -> str:
+        parts = [f"${self.per_work_hour:.4f}/work-h"]
+        if self.rate != 1.0:
+            parts.append(f"throughput {self.rate:.2f}x")
+        if self.rework > 0:
+            parts.append(
+                f"{self.hazard:.3f} interruptions/h over {self.run_hours:.1f} h: +{self.rework:.0%} rework"
+            )
+        return ", ".join(parts)
+
+
+def expected_job_cost(
+    cost_per_hour: Decimal,
+    offer: Offer,
+    tier: Tier,
+    *,
+    expected_s: float,
+    checkpoint_s: float | None,
+    period_hours: float = HOURS_PER_MONTH,
+    unpublished_rate: float = DEFAULT_INTERRUPTION_RATE,
+) -> JobCost:
+    """A job's expected cost per work unit on ``offer`` (``cost_per_hour``: its share of the nodes holding
+    it, ``procurement.hosting_cost_per_hour``): divided by the work rate, times ``1 + rework``. A FAST job
+    never pays rework (a service restarts elsewhere with nothing to redo)."""
+    rate = work_rate(offer.gpu_model, tier)
+    run_hours = max(0.0, expected_s) / 3600.0 / rate
+    hazard = hazard_per_hour(offer, period_hours=period_hours, unpublished_rate=unpublished_rate)
+    rework = 0.0
+    if tier is Tier.FLEX:
+        rework = rework_fraction(hazard, run_hours, None if checkpoint_s is None else checkpoint_s / 3600.0)
+    per_work = cost_per_hour / Decimal(repr(rate)) * Decimal(repr(1.0 + rework))
+    return JobCost(per_work, rate, hazard, run_hours, rework)
+
+
+# ---- contract length -----------------------------------------------------------------------------------
+
+HOURLY = 0  # an open-ended lease billed per unit (no commitment beyond the running time)
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """The demand a purchase would serve, in GPU-hours of the block's model: the queued jobs' run hours
+    (each job's GPUs x its expected hours on the model) and the steady arrival rate (GPU-hours per hour)
+    expected for ``horizon_hours``."""
+
+    queued: tuple[tuple[int, float], ...]  # (GPUs, run hours) per job the purchase is for
+    rate_gpu_hours_per_hour: float = 0.0
+    horizon_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name, value in (("rate", self.rate_gpu_hours_per_hour), ("horizon", self.horizon_hours)):
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidSpecError(name, f"must be a finite number >= 0, got {value}")
+        for gpus, hours in self.queued:
+            if gpus < 0 or not (math.isfinite(hours) and hours >= 0):
+                raise InvalidSpecError("queued", f"a job needs >= 0 GPUs for >= 0 hours, got {gpus}, {hours}")
+
+    def total(self) -> float:
+        return sum(g * h for g, h in self.queued) + self.rate_gpu_hours_per_hour * self.horizon_hours
+
+    def covered(self, gpus: int, hours: float) -> float:
+        """GPU-hours of the forecast ``gpus`` GPUs held for ``hours`` can serve (never more than they hold)."""
+        queued = sum(g * min(h, hours) for g, h in self.queued)
+        arriving = self.rate_gpu_hours_per_hour * min(hours, self.horizon_hours)
+        return min(gpus * hours, queued + arriving)
+
+    def longest_hours(self) -> float:
+        return max((h for _, h in self.queued), default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ContractOption:
+    """One contract length priced against the forecast: ``hours`` (``HOURLY``: open-ended), the commitment,
+    the forecast it covers, and the expected total (commitment + the rest at the alternative's price)."""
+
+    hours: float
+    committed: Decimal
+    covered_gpu_hours: float
+    expected_total: Decimal
+
+    @property
+    def label(self) -> str:
+        return "hourly" if self.hours == HOURLY else f"{self.hours:g} h"
+
+    def utilisation(self, gpus: int) -> float:
+        if self.hours == HOURLY:
+            return 1.0
+        return self.covered_gpu_hours / (gpus * self.hours) if gpus and self.hours else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ContractChoice:
+    chosen: ContractOption
+    alternatives: tuple[ContractOption, ...]  # the others, cheapest first
+    forecast_gpu_hours: float
+
+    def text(self, gpus: int) -> str:
+        c = self.chosen
+        beat = "; ".join(f"{a.label} ${a.expected_total:.2f}" for a in self.alternatives[:4])
+        head = (
+            f"{c.label} contract: expected ${c.expected_total:.2f} for a forecast of "
+            f"{self.forecast_gpu_hours:.1f} GPU-h, utilisation {c.utilisation(gpus):.0%}"
+        )
+        return f"{head} (beat {beat})" if beat else head
+
+
+def choose_contract(
+    *,
+    gpus: int,
+    price_per_gpu_hour: Decimal,
+    lengths_hours: Sequence[float],
+    forecast: Forecast,
+    alternative_per_gpu_hour: Decimal | None = None,
+) -> ContractChoice:
+    """The contract length with the least expected cost for ``gpus`` GPUs at ``price_per_gpu_hour``.
+
+    ``lengths_hours``: the lengths the seller sells (``HOURLY`` for an open-ended hourly lease, which
+    commits only the forecast it serves). A length shorter than the longest queued job is not offered (the
+    job could not finish on it). Demand a length does not cover is bought at ``alternative_per_gpu_hour``
+    (default: this price). Ties go to the shorter contract."""
+    if gpus < 1:
+        raise InvalidSpecError("gpus", f"must be at least 1, got {gpus}")
+    if not lengths_hours:
+        raise InvalidSpecError("lengths_hours", "give at least one contract length")
+    alt = price_per_gpu_hour if alternative_per_gpu_hour is None else alternative_per_gpu_hour
+    total = forecast.total()
+    longest = forecast.longest_hours()
+    options: list[ContractOption] = []
+    for hours in sorted(set(lengths_hours)):
+        if hours < 0 or not math.isfinite(hours):
+            raise InvalidSpecError("lengths_hours", f"lengths must be >= 0 hours, got {hours}")
+        if hours == HOURLY:
+            # An open-ended lease pays only while it serves: the forecast, at this price.
+            cost = price_per_gpu_hour * Decimal(repr(total))
+            options.append(ContractOption(HOURLY, Decimal(0), total, cost))
+            continue
+        if hours + 1e-9 < longest:
+            continue
+        covered = forecast.covered(gpus, hours)
+        committed = price_per_gpu_hour * gpus * Decimal(repr(hours))
+        rest = Decimal(repr(max(0.0, total - covered)))
+        options.append(ContractOption(hours, committed, covered, committed + alt * rest))
+    if not options:  # every length is shorter than the longest job: the longest length that exists
+        hours = max(lengths_hours)
+        covered = forecast.covered(gpus, hours)
+        committed = price_per_gpu_hour * gpus * Decimal(repr(hours))
+        options.append(ContractOption(hours, committed, covered, committed))
+    ranked = sorted(options, key=lambda o: (o.expected_total, o.hours))
+    return ContractChoice(ranked[0], tuple(ranked[1:]), total)
+
+
+def steady_rate(hourly_gpu_hours: Sequence[float]) -> float:
+    """The steady part of recent arrivals: the smallest of the last hours' arrived GPU-hours per hour (a
+    burst in one hour does not count as sustained demand; an hour without arrivals makes it 0)."""
+    return min(hourly_gpu_hours) if hourly_gpu_hours else 0.0

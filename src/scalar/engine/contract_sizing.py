@@ -1,0 +1,136 @@
+"""How long a purchase commits for: each length the seller sells, priced against the demand forecast.
+
+``size_contract`` builds the forecast a purchase would serve (``domain.contracts.Forecast``): the queued
+jobs it is for (GPUs x expected hours on the group's model: FLEX work divided by the model's throughput),
+plus the steady part of the arrivals of the last ``FORECAST_HOURS`` hours of jobs of the group's tier that
+may run on its model (``steady_rate``: the quietest of those hours), expected to go on for as long again.
+Then ``choose_contract`` prices the lengths:
+
+- a block seller (SFCompute, paid whole when bought: ``domain.release.BLOCK_SELLERS``): the durations its
+  book lists (1 h, 1 day, 1 week, 1 month in the built-in market) and the whole hours the queued jobs need;
+  demand a block does not cover is priced at the cheapest hourly alternative of the tier (per unit of
+  work, converted to the block's model);
+- an hourly seller: an open-ended lease billed per unit while held (no commitment beyond the running time;
+  idle nodes are released by ``domain.release.idle_hold``). The request still names a lease (the market
+  ends the node then, and budgets count it): the longest queued job plus the allowances, at least the
+  group's or ``config.contract_length_s``.
+
+The purchase's reason names the chosen length, the ones it beat and the expected utilisation, with numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from scalar.domain.contracts import HOURLY, ContractChoice, Forecast, choose_contract, steady_rate, work_rate
+from scalar.domain.release import BLOCK_SELLERS
+from scalar.engine.config import ControllerConfig
+from scalar.engine.state import ClusterState, GroupRecord, JobRecord
+
+FORECAST_HOURS = 6  # the arrivals looked back on, and the hours ahead they are expected to go on for
+DEFAULT_BOOK_HOURS = (1.0, 24.0, 168.0, 720.0)  # SFCompute's usual lengths when no book was observed
+MAX_BLOCK_HOURS = 720.0  # the longest contract a block seller sells (30 days)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """The request's duration and why (a clause for the purchase's reason)."""
+
+    duration_s: int
+    text: str
+    choice: ContractChoice
+
+
+def _may_run_on(models: tuple[str, ...] | None, model: str | None) -> bool:
+    if models is None or model is None:
+        return True
+    return model in models  # both canonical (engine/validation.py, the catalogs)
+
+
+def forecast_for(
+    state: ClusterState, rec: GroupRecord, jobs: list[JobRecord], now: datetime, gpus_per_node: int
+) -> Forecast:
+    """The demand the purchase would serve, in GPU-hours of the group's model."""
+    offer = rec.offer
+    model = offer.gpu_model if offer is not None else None
+    rate = work_rate(model, rec.tier)
+    queued = tuple(
+        (r.job.gpu_count, r.job.expected_duration_sec / 3600.0 / rate) for r in jobs if r.job is not None
+    )
+    seen = state.arrived_jobs
+    start = now - timedelta(hours=FORECAST_HOURS)
+    while seen and seen[0][0] <= start:
+        seen.popleft()
+    hourly = [0.0] * FORECAST_HOURS
+    for at, job in seen:
+        if job.tier is not rec.tier or not _may_run_on(job.gpu_models, model):
+            continue
+        slot = min(FORECAST_HOURS - 1, int((now - at).total_seconds() // 3600))
+        hourly[slot] += job.gpu_count * job.expected_duration_sec / 3600.0 / rate
+    return Forecast(queued, steady_rate(hourly), float(FORECAST_HOURS))
+
+
+def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
+    """The cheapest hourly seller's price per unit of work for the tier, per GPU-hour of ``rec``'s model."""
+    best: Decimal | None = None
+    for other in state.groups.values():
+        o = other.offer
+        if other.tier is not rec.tier or o is None or other.excluded is not None or other.provider in BLOCK_SELLERS:
+            continue
+        per_gpu = o.price_per_gpu_hour
+        if per_gpu is None:
+            continue
+        per_work = per_gpu / Decimal(repr(work_rate(o.gpu_model, rec.tier)))
+        best = per_work if best is None else min(best, per_work)
+    if best is None or rec.offer is None:
+        return None
+    return best * Decimal(repr(work_rate(rec.offer.gpu_model, rec.tier)))
+
+
+def size_contract(
+    state: ClusterState,
+    config: ControllerConfig,
+    rec: GroupRecord,
+    nodes: int,
+    price_per_gpu_hour: Decimal,
+    jobs: list[JobRecord],
+    now: datetime,
+) -> Sizing:
+    offer = rec.offer
+    assert offer is not None
+    gpus = nodes * int(offer.gpu_count)
+    allowance = config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s
+    forecast = forecast_for(state, rec, jobs, now, int(offer.gpu_count))
+    longest_s = forecast.longest_hours() * 3600.0
+    if rec.provider in BLOCK_SELLERS:
+        book = state.books.get(rec.instance_type)
+        listed = {float(a.duration_hours) for a in book.asks} if book is not None else set()
+        lengths = sorted(h for h in (listed or set(DEFAULT_BOOK_HOURS)) if 1 <= h <= MAX_BLOCK_HOURS)
+        needed = min(MAX_BLOCK_HOURS, max(1.0, math.ceil((longest_s + allowance) / 3600.0)))
+        if jobs:
+            lengths.append(needed)
+            lengths = [h for h in lengths if h >= needed] or [needed]
+        choice = choose_contract(
+            gpus=gpus,
+            price_per_gpu_hour=price_per_gpu_hour,
+            lengths_hours=lengths,
+            forecast=forecast,
+            alternative_per_gpu_hour=_alternative(state, rec),
+        )
+        duration = int(choice.chosen.hours * 3600)
+        return Sizing(duration, choice.text(gpus), choice)
+    choice = choose_contract(
+        gpus=gpus, price_per_gpu_hour=price_per_gpu_hour, lengths_hours=(HOURLY,), forecast=forecast
+    )
+    contract = (rec.config.contract_length_s if rec.config else None) or config.contract_length_s
+    lease = max(contract, math.ceil(longest_s + allowance)) if jobs else contract
+    expected_h = max(1.0, choice.chosen.covered_gpu_hours / gpus if gpus else 1.0)
+    text = (
+        f"hourly: billed per unit while held, {choice.forecast_gpu_hours:.1f} GPU-h forecast "
+        f"(about {expected_h:.1f} h of use)"
+    )
+    return Sizing(lease, text, choice)
+
