@@ -66,7 +66,9 @@ def test_unpublished_spot_rates_preempt_at_the_configured_rate_over_a_month(open
     assert len(preempted) == 92  # the exact outcome of seed 7 (regression pin)
     assert 70 <= len(preempted) <= 130  # expected 100 of 400 (sd 8.7): a loose bound on the rate
     assert all(T0 < e.at < order.block.end_time for e in preempted)
-    assert "preempted after" in (preempted[0].reason or "") and "25.0%/month" in (preempted[0].reason or "")
+    assert "preempted after" in (preempted[0].reason or "") and "25.0% per month" in (
+        preempted[0].reason or ""
+    )
     ended = [
         e for e in events if e.state is NodeState.TERMINATED and e.details.get("cause") == "contract_ended"
     ]

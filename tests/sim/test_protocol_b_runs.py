@@ -21,12 +21,12 @@ from scalar.sim.protocol_b import (
     LOWER_BOUND,
     POLICIES,
     ProtocolBOptions,
-    run_policy,
     on_demand_config,
+    run_policy,
     run_protocol_b,
     scalar_config,
 )
-from tests.sim.protocol_b_fixtures import job, offer, workload
+from tests.sim.protocol_b_fixtures import job, workload
 
 ANY = ("T4", "V100", "A100")
 

@@ -82,6 +82,8 @@ def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | N
     x = hazard * segment
     if x > math.log(MAX_REWORK):
         return MAX_REWORK
+    if x < 1e-9:
+        return x / 2.0  # the series of (e^x - 1) / x - 1 near 0
     return math.expm1(x) / x - 1.0
 
 

@@ -388,5 +388,6 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
         return
     routed = routing_step(state, config, now, banded, out)
     if routed is not None:
-        purchase_step(state, config, now, routed.decision, routed.new_demand, out)
+        passed = {rec.spec.job_id: where.passed_over for rec, where in banded}
+        purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed)
     _apply(state, out, routed, now)

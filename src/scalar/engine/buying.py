@@ -11,6 +11,7 @@ if those cannot cover the need the demand waits (a ``Reason`` instead of a ``Pri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -141,10 +142,12 @@ def purchase_step(
     decision: RoutingDecision,
     new_demand: dict[str, list[JobRecord]],
     out: Outcomes,
+    passed_over: Mapping[str, tuple[tuple[str, Reason], ...]] | None = None,
 ) -> None:
     """One ``BuyCapacity`` per group routing launches slices in (within its node headroom, at a limit
     price, within budgets); its jobs wait for it. Orders are placed one by one: a budget sees the ones
-    placed before it."""
+    placed before it. ``passed_over``: per job, the groups its cost band dropped and why (the purchase's
+    reason names the ones it beat)."""
     headroom: dict[str, int] = {}
     for pending in decision.pending_groups:
         launches = pending.slices_to_launch
@@ -169,7 +172,22 @@ def purchase_step(
             out.unmet_jobs(jobs, price)
             continue
         headroom[base] -= nodes
-        _place_order(state, config, now, rec, gang, launches, unit, price, jobs, pending.launch_reason, out)
+        beat = _beaten(jobs, passed_over or {})
+        _place_order(
+            state, config, now, rec, gang, launches, unit, price, jobs, pending.launch_reason, out, beat
+        )
+
+
+def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Reason], ...]]) -> str:
+    """``; it beat b at ..., c at ...``: the costlier hosts the first job's cost band passed over."""
+    for r in jobs[:1]:
+        costlier = [
+            why.message for _, why in passed_over.get(r.spec.job_id, ()) if why.code == "costlier_host"
+        ]
+        if costlier:
+            more = f" (and {len(costlier) - 3} more)" if len(costlier) > 3 else ""
+            return "; it beat " + "; ".join(costlier[:3]) + more
+    return ""
 
 
 def _place_order(
@@ -184,6 +202,7 @@ def _place_order(
     jobs: list[JobRecord],
     launch_reason: Reason | None,
     out: Outcomes,
+    beat: str = "",
 ) -> None:
     offer = rec.offer
     assert offer is not None
@@ -233,7 +252,7 @@ def _place_order(
         head = f"{first.job.tier.value} job {first.job.id} needs {need_text(first.job)}{more}: {placement_text(first, config.safety_margin_s)}"
     else:
         head = launch_reason.message if launch_reason is not None else f"{rec.name} below min_slices"
-    reason = Reason("buy_capacity", f"{head}; {buying}", "nodes", nodes, 0, str(price.per_gpu_hour))
+    reason = Reason("buy_capacity", f"{head}; {buying}{beat}", "nodes", nodes, 0, str(price.per_gpu_hour))
     job_ids = tuple(r.spec.job_id for r in jobs)
     order = OrderRecord(key, rec.name, request, now, job_ids, reason, gang_size=gang)
     order.serves = dict.fromkeys(job_ids)

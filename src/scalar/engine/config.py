@@ -203,7 +203,11 @@ class ControllerConfig:
         _count("max_demand_entries", self.max_demand_entries, 1)
         _count("max_job_attempts", self.max_job_attempts, 1)
         period = self.interruption_period_hours
-        if isinstance(period, bool) or not isinstance(period, int | float) or not (math.isfinite(period) and period > 0):
+        if (
+            isinstance(period, bool)
+            or not isinstance(period, int | float)
+            or not (math.isfinite(period) and period > 0)
+        ):
             raise ConfigError(
                 "interruption_period_hours",
                 f"must be a number of hours > 0, got {period!r}",

@@ -78,7 +78,12 @@ def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
     best: Decimal | None = None
     for other in state.groups.values():
         o = other.offer
-        if other.tier is not rec.tier or o is None or other.excluded is not None or other.provider in BLOCK_SELLERS:
+        if (
+            other.tier is not rec.tier
+            or o is None
+            or other.excluded is not None
+            or other.provider in BLOCK_SELLERS
+        ):
             continue
         per_gpu = o.price_per_gpu_hour
         if per_gpu is None:
@@ -133,4 +138,3 @@ def size_contract(
         f"(about {expected_h:.1f} h of use)"
     )
     return Sizing(lease, text, choice)
-

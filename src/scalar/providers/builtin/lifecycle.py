@@ -17,6 +17,7 @@ from sqlalchemy import Connection, insert, select, update
 from scalar.domain.market import NodeEvent, NodeState
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import describe_duration, from_us
+from scalar.providers.builtin.config import HOURS_PER_MONTH
 from scalar.providers.builtin.timeline import (
     CAUSE_BOOT_FAILED,
     CAUSE_CONTRACT_ENDED,
@@ -102,7 +103,13 @@ def plan_from_row(row: Any) -> NodePlan:
     )
 
 
-def _move_reason(move: Move, row: Any, plan: NodePlan) -> str:
+def _period_text(hours: float) -> str:
+    if hours == HOURS_PER_MONTH:
+        return "month"
+    return "hour" if hours == 1 else f"{hours:g} hours"
+
+
+def _move_reason(move: Move, row: Any, plan: NodePlan, period_hours: float = HOURS_PER_MONTH) -> str:
     start = int(row.start_us)
     if move.state is NodeState.BOOTING:
         return f"allocated after {describe_duration(move.at_us - start)}; booting"
@@ -114,7 +121,9 @@ def _move_reason(move: Move, row: Any, plan: NodePlan) -> str:
         return f"boot failed: the node did not pass its health check ({plan.fail_cause})"
     if move.cause == CAUSE_PREEMPTED:
         rate = row.interruption_rate
-        rate_text = "" if rate is None else f" at an interruption rate of {rate:.1%}/month"
+        rate_text = (
+            "" if rate is None else f" at an interruption rate of {rate:.1%} per {_period_text(period_hours)}"
+        )
         return f"spot capacity preempted after {describe_duration(move.at_us - start)}{rate_text}"
     return f"contract ended at {from_us(int(row.end_us)).isoformat()}"
 
@@ -194,8 +203,9 @@ NODE_COLUMNS = (
 )
 
 
-def advance(conn: Connection, until_us: int) -> int:
-    """Write every move and job end that happened up to ``until_us``; return the last event number."""
+def advance(conn: Connection, until_us: int, period_hours: float = HOURS_PER_MONTH) -> int:
+    """Write every move and job end that happened up to ``until_us``; return the last event number.
+    ``period_hours``: the hours the market's interruption rates refer to (its config), for the reasons."""
     due_nodes = conn.execute(
         select(*NODE_COLUMNS)
         .join(schema.blocks, schema.blocks.c.block_id == schema.nodes.c.block_id)
@@ -217,7 +227,7 @@ def advance(conn: Connection, until_us: int) -> int:
                     block_id=row.block_id,
                     rank=1,
                     state=move.state,
-                    reason=_move_reason(move, row, plan),
+                    reason=_move_reason(move, row, plan, period_hours),
                     details={"cause": move.cause} if move.cause else {},
                 )
             )

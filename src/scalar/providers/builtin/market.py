@@ -138,7 +138,7 @@ class BuiltinMarket:
             at_us = max(clock, now_us)
             if at_us != clock:
                 conn.execute(update(schema.meta).where(schema.meta.c.id == 1).values(clock_us=at_us))
-            advance(conn, at_us)
+            advance(conn, at_us, self.config.interruption_period_hours)
             yield conn, at_us
 
     # -- prices ---------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The engine buys by expected cost per unit of work: throughput, spot risk, and contracts sized to demand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalar.domain.offers import AWS, Offer
+from scalar.engine import Controller
+from scalar.engine.config import ControllerConfig, ScaleGroupConfig
+from tests.engine.builders import at, buys, filled, market, ready, sf_offer, spec, starts, submit
+
+
+def aws(model: str, price_per_gpu: str, *, spot: bool, rate: float | None = None) -> Offer:
+    return Offer(
+        provider=AWS,
+        instance_type=f"{model.lower()}-{'spot' if spot else 'od'}",
+        region="us-east-1",
+        price_per_hour=Decimal(price_per_gpu) * 8,
+        gpu_model=model,
+        gpu_count=8,
+        gpu_memory_gb=80,
+        vcpu=96,
+        memory_gb=1024,
+        spot=spot,
+        interruption_rate=rate,
+    )
+
+
+SPOT = aws("A100", "0.60", spot=True, rate=0.10)
+ON_DEMAND = aws("A100", "1.30", spot=False)
+CONFIG = ControllerConfig(
+    scale_groups=(
+        ScaleGroupConfig(name="spot", providers=(AWS,), spot=True, max_slices=8),
+        ScaleGroupConfig(name="od", providers=(AWS,), spot=False, max_slices=8),
+    ),
+    interruption_period_hours=1.0,  # the rates read per hour, as Protocol B's market reads them
+    flex_batch_wait_s=0,
+)
+
+
+def _bought(job_hours: float, checkpoint_s: float | None) -> str:
+    c = Controller(CONFIG)
+    job = replace(
+        spec("j", 8, tier="FLEX", vram=40, duration=job_hours * 3600), checkpoint_interval_s=checkpoint_s
+    )
+    [buy] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(job)]))
+    return "spot" if buy.request.spot else "on-demand"
+
+
+def test_a_long_uncheckpointed_flex_job_goes_on_demand_a_checkpointing_or_short_one_on_spot() -> None:
+    # 10%/h: a 20-hour job without checkpoints expects 2.4x its work redone; with 30-minute checkpoints 3%.
+    assert _bought(20, None) == "on-demand"
+    assert _bought(20, 1800) == "spot"
+    assert _bought(0.5, None) == "spot"
+    # The purchase names what it beat, with the numbers: spot's expected rework.
+    c = Controller(CONFIG)
+    job = spec("long", 8, tier="FLEX", vram=40, duration=20 * 3600)
+    [buy] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(job)]))
+    assert "it beat aws/a100-spot" in buy.reason.message and "rework" in buy.reason.message
+
+
+def test_flex_work_goes_to_the_cheapest_per_work_unit_not_per_gpu_hour() -> None:
+    # An H100 does several A100-hours of batch work per hour: at 1.6x the GPU-hour price it is cheaper work.
+    a100 = aws("A100", "1.00", spot=False)
+    h100 = aws("H100", "1.60", spot=False)
+    c = Controller(CONFIG)
+    [buy] = buys(c.step(at(0), [market(a100, h100, book=None), *submit(spec("f", 8, tier="FLEX", vram=40))]))
+    assert buy.request.gpu_model == "H100"
+    # A FAST service holds its GPU for its wall time whatever the model: $ per GPU-hour decides.
+    c = Controller(CONFIG)
+    [buy] = buys(c.step(at(0), [market(a100, h100, book=None), *submit(spec("s", 8, vram=40))]))
+    assert buy.request.gpu_model == "A100"
+
+
+def test_a_block_purchase_says_the_lengths_it_beat_and_its_utilisation() -> None:
+    c = Controller()
+    [buy] = buys(c.step(at(0), [market(sf_offer()), *submit(spec("j", 8, duration=1800))]))
+    text = buy.reason.message
+    assert "contract: expected $" in text and "utilisation" in text and "beat" in text
+    assert buy.request.duration_s == 2 * 3600
+
+
+@settings(max_examples=25, deadline=None)
+@given(gpus=st.integers(1, 8), duration=st.floats(60, 20_000))
+def test_never_buys_when_free_capacity_fits(gpus: int, duration: float) -> None:
+    c = Controller()
+    [buy] = buys(c.step(at(0), [market(sf_offer()), *submit(spec("small", 1, vram=40, duration=30_000))]))
+    c.step(at(10), [filled(buy, at(10))])
+    assert [s.job_id for s in starts(c.step(at(20), ready("blk-1-n0", when=at(20))))] == ["small"]
+    # 7 of the block's 8 GPUs are free for 9 hours: a job that fits them starts there, nothing is bought.
+    actions = c.step(at(30), submit(spec("more", gpus - 1 or 1, vram=40, duration=duration)))
+    assert buys(actions) == []
+    assert [s.job_id for s in starts(actions)] == ["more"]
