@@ -102,7 +102,8 @@ def test_fast_job_buys_once_at_the_books_optimal_price_then_runs_and_frees_its_g
     assert (node.gpus_free, node.cpu_used, node.ram_used_gb, node.jobs) == (8, 0.0, 0.0, ())
 
     # 6. A second job packs onto the same node, no purchase.
-    actions = c.step(at(3680), submit(spec("j-2", 2, vram=40)))
+    # (The block was sized to 2 hours: a 10-minute job fits what is left of it.)
+    actions = c.step(at(3680), submit(spec("j-2", 2, vram=40, duration=600)))
     assert buys(actions) == []
     assert [(s.job_id, s.placements) for s in starts(actions)] == [
         ("j-2", (WorkPlacement("blk-1-n0", (0, 1)),))

@@ -31,6 +31,7 @@ from scalar.engine.config import ControllerConfig
 from scalar.engine.state import ClusterState, GroupRecord, JobRecord
 
 FORECAST_HOURS = 6  # the arrivals looked back on, and the hours ahead they are expected to go on for
+FORECAST_WINDOW = timedelta(hours=FORECAST_HOURS)
 DEFAULT_BOOK_HOURS = (1.0, 24.0, 168.0, 720.0)  # SFCompute's usual lengths when no book was observed
 MAX_BLOCK_HOURS = 720.0  # the longest contract a block seller sells (30 days)
 
@@ -60,13 +61,10 @@ def forecast_for(
     queued = tuple(
         (r.job.gpu_count, r.job.expected_duration_sec / 3600.0 / rate) for r in jobs if r.job is not None
     )
-    seen = state.arrived_jobs
-    start = now - timedelta(hours=FORECAST_HOURS)
-    while seen and seen[0][0] <= start:
-        seen.popleft()
+    start = now - FORECAST_WINDOW
     hourly = [0.0] * FORECAST_HOURS
-    for at, job in seen:
-        if job.tier is not rec.tier or not _may_run_on(job.gpu_models, model):
+    for at, job in state.arrived_jobs:
+        if at <= start or job.tier is not rec.tier or not _may_run_on(job.gpu_models, model):
             continue
         slot = min(FORECAST_HOURS - 1, int((now - at).total_seconds() // 3600))
         hourly[slot] += job.gpu_count * job.expected_duration_sec / 3600.0 / rate

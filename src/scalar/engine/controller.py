@@ -44,6 +44,7 @@ from scalar.engine.agents import (
 from scalar.engine.autoscaler import autoscale
 from scalar.engine.budget import budgets_text
 from scalar.engine.config import ControllerConfig
+from scalar.engine.contract_sizing import FORECAST_WINDOW
 from scalar.engine.events import (
     AgentRegistered,
     AssignmentReported,
@@ -157,6 +158,9 @@ class Controller:
             return
         state.arrivals.setdefault(job.tier, deque()).append(state.at)  # the arrival forecast (housekeeping)
         state.arrived_jobs.append((state.at, job))  # the demand forecast of contract sizing
+        forget_before = state.at - FORECAST_WINDOW
+        while state.arrived_jobs and state.arrived_jobs[0][0] <= forget_before:
+            state.arrived_jobs.popleft()
         state.move_job(
             rec,
             JobState.PENDING,
