@@ -8,7 +8,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalar.domain.offers import AWS, PRIME, Offer
+from scalar.domain.offers import AWS, Offer
 from scalar.engine import Controller
 from scalar.engine.config import ControllerConfig, ScaleGroupConfig
 from tests.engine.builders import at, buys, filled, market, ready, sf_offer, spec, starts, submit
@@ -95,34 +95,3 @@ def test_never_buys_when_free_capacity_fits(gpus: int, duration: float) -> None:
     actions = c.step(at(30), submit(spec("more", gpus - 1 or 1, vram=40, duration=duration)))
     assert buys(actions) == []
     assert [s.job_id for s in starts(actions)] == ["more"]
-
-
-def test_a_fast_job_keeps_prime_only_while_it_is_not_much_dearer() -> None:
-    config = ControllerConfig(scale_groups=(ScaleGroupConfig(name="all", max_slices=8),))
-
-    def prime(per_gpu: str) -> Offer:
-        base = aws("V100", per_gpu, spot=False)
-        return replace(
-            base,
-            provider=PRIME,
-            instance_type="4xV100",
-            gpu_count=4,
-            vcpu=20,
-            memory_gb=90,
-            price_per_hour=Decimal(per_gpu) * 4,
-        )
-
-    def t4(price: str) -> Offer:
-        base = aws("T4", price, spot=False)
-        return replace(base, gpu_count=1, vcpu=16, memory_gb=64, price_per_hour=Decimal(price))
-
-    job = spec("svc", 1, vram=16, cpu=12, ram=32)
-    # Prime's 4-GPU node holds the job whole at $0.80/h (its 12 cores take the node); the T4 VM $0.70/h:
-    # within 1.25x, the seed's preference for Prime's quick pods stands.
-    c = Controller(config)
-    [buy] = buys(c.step(at(0), [market(prime("0.20"), t4("0.70"), book=None), *submit(job)]))
-    assert buy.request.provider == PRIME
-    # At $1.20/h against $0.70/h (1.7x) the cheaper host wins.
-    c = Controller(config)
-    [buy] = buys(c.step(at(0), [market(prime("0.30"), t4("0.70"), book=None), *submit(job)]))
-    assert buy.request.provider == AWS

@@ -49,7 +49,6 @@ from scalar.domain.tier import Tier
 BLOCK_GPUS = 8  # an SFCompute node: 8xH100
 DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
 DEFAULT_HOST_COST_TOLERANCE = Decimal("1.10")
-DEFAULT_FAST_PREFERRED_TOLERANCE = Decimal("1.25")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +103,6 @@ class ProcurementPolicy:
     # Spot Advisor's bands are monthly); where none is published the seed's rate is assumed.
     interruption_period_hours: float = HOURS_PER_MONTH
     unpublished_interruption_rate: float = DEFAULT_INTERRUPTION_RATE
-    # A FAST job keeps the seed's preferred provider (Prime's pods start in minutes) while hosting it there
-    # costs at most this factor of the cheapest host; beyond it the cheapest host wins.
-    fast_preferred_tolerance: Decimal = DEFAULT_FAST_PREFERRED_TOLERANCE
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour

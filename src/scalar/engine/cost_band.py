@@ -81,8 +81,7 @@ class HostCosts:
         preferred = self.policy.preferred_provider(job.gpu_count)
         if job.tier is Tier.FAST:
             mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
-            if mine and min(mine.values()) <= min(priced.values()) * self.policy.fast_preferred_tolerance:
-                costs = mine
+            costs = mine or priced
         band = set(cost_band(costs, self.policy.host_cost_tolerance))
         if not band or len(band) == len(where.views):
             return where
@@ -105,9 +104,8 @@ class HostCosts:
             else:
                 why = Reason(
                     "fast_keeps_preferred_provider",
-                    f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now within "
-                    f"{self.policy.fast_preferred_tolerance:g} x the cheapest host (seed 000's size rule); "
-                    f"{view} would cost {detail[view].describe()}",
+                    f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now "
+                    f"(seed 000's size rule); {view} would cost {detail[view].describe()}",
                     "provider",
                     preferred,
                     self.state.groups[base_of(view)[0]].provider,
