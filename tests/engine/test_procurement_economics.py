@@ -95,3 +95,15 @@ def test_never_buys_when_free_capacity_fits(gpus: int, duration: float) -> None:
     actions = c.step(at(30), submit(spec("more", gpus - 1 or 1, vram=40, duration=duration)))
     assert buys(actions) == []
     assert [s.job_id for s in starts(actions)] == ["more"]
+
+
+def test_a_bad_checkpoint_interval_is_refused_with_the_field() -> None:
+    c = Controller(CONFIG)
+    bad = replace(spec("bad", 8, tier="FLEX", vram=40), checkpoint_interval_s=-5.0)
+    c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(bad)])
+    job = c.job("bad")
+    assert job is not None and job.state.value == "REJECTED"
+    assert (
+        job.reason is not None
+        and "checkpoint_interval_s must be a number of seconds > 0" in job.reason.message
+    )
