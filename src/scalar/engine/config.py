@@ -129,8 +129,10 @@ def _default_tiers() -> dict[Tier, TierConfig]:
 class ControllerConfig:
     """Everything the controller decides with. Times in seconds.
 
-    - ``contract_length_s``: how long a bought block lasts (default 7 days); a purchase made for a job longer
-      than that lasts the job's duration + safety margin + request and boot timeouts instead.
+    - ``contract_length_s``: how long an hourly seller's node is leased (default 7 days); a purchase made for
+      a job longer than that lasts the job's duration + safety margin + request and boot timeouts instead.
+      A block seller's contract (SFCompute) is sized to the demand forecast (engine/contract_sizing.py).
+    - ``interruption_period_hours``: the hours a published spot interruption rate refers to (730: monthly).
     - ``request_timeout_s``: a purchase not filled by then fails and its group backs off (``backoff_s``).
     - ``boot_timeout_s``: a node not READY this long after its purchase filled fails, same backoff.
     - ``idle_release_s``: the longest an idle block is held before it is released (never below a group's
