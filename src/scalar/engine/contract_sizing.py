@@ -51,9 +51,7 @@ def _may_run_on(models: tuple[str, ...] | None, model: str | None) -> bool:
     return model in models  # both canonical (engine/validation.py, the catalogs)
 
 
-def forecast_for(
-    state: ClusterState, rec: GroupRecord, jobs: list[JobRecord], now: datetime, gpus_per_node: int
-) -> Forecast:
+def forecast_for(state: ClusterState, rec: GroupRecord, jobs: list[JobRecord], now: datetime) -> Forecast:
     """The demand the purchase would serve, in GPU-hours of the group's model."""
     offer = rec.offer
     model = offer.gpu_model if offer is not None else None
@@ -106,7 +104,7 @@ def size_contract(
     assert offer is not None
     gpus = nodes * int(offer.gpu_count)
     allowance = config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s
-    forecast = forecast_for(state, rec, jobs, now, int(offer.gpu_count))
+    forecast = forecast_for(state, rec, jobs, now)
     longest_s = forecast.longest_hours() * 3600.0
     if rec.provider in BLOCK_SELLERS:
         book = state.books.get(rec.instance_type)
