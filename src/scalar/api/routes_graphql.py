@@ -15,6 +15,7 @@ naming the field and the fix in ``extensions``; never a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from functools import partial
 from typing import Any
@@ -42,6 +43,8 @@ from scalar.wire.runpod_graphql import (
     template_out,
 )
 
+ARIADNE_LOGGER = "scalar.api.graphql.ariadne"
+logging.getLogger(ARIADNE_LOGGER).setLevel(logging.CRITICAL)  # ariadne logs every error; format_error logs
 MAX_TOKENS = 20_000
 MAX_ROOT_FIELDS = 20
 SERVED = (
@@ -406,6 +409,9 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict[str, Any]:
             "problem": original.problem,
             "fix": original.fix,
         }
+    elif isinstance(original, GraphQLError):  # a variable's value the schema refuses (its own message)
+        formatted["message"] = original.message
+        formatted["extensions"] = {"code": "BAD_USER_INPUT"}
     elif original is not None:
         logger.error("unexpected error in a GraphQL operation", exc_info=original)
         formatted["message"] = "internal error: the operation failed; the server log has the details"
@@ -474,6 +480,7 @@ def graphql_router(service: EndpointService) -> APIRouter:
             {k: data.get(k) for k in ("query", "variables", "operationName")},
             context_value=context,
             error_formatter=format_error,
+            logger=ARIADNE_LOGGER,
         )
         _ok, result = await anyio.to_thread.run_sync(run)
         return JSONResponse(result, status_code=200)
