@@ -159,3 +159,24 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         assert syntax.status_code == 400 and "not GraphQL" in syntax.json()["errors"][0]["message"]
         assert gql("team-a", delete, id=eid).json() == {"data": {"deleteEndpoint": None}}
         assert gql("team-a", mine, id=eid).json()["data"]["myself"] == {"endpoints": [], "endpoint": None}
+
+
+def test_a_runpod_flash_remote_function_deploys_runs_and_is_deleted_on_scalar(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    with secured_fleet(sqlite_url, tmp_path) as (c, token):
+        app_dir = tmp_path / "app"
+        app_dir.mkdir()
+        # no stored runpod-flash credentials (HOME); the live flow `flash run` uses (FLASH_IS_LIVE_PROVISIONING)
+        env = {**runpod_env(c.url, token), "HOME": str(app_dir), "FLASH_IS_LIVE_PROVISIONING": "true"}
+        out = run_app("flash_app.py", "6", env, app_dir)
+        assert out["result"]["square"] == 36, out
+        assert out["result"]["greeting"] == "hello from the spec"
+        assert "system_dependencies" in out["system_dependencies_error"], out
+        [eid] = out["endpoint_ids"]
+        assert out["undeployed"] == [True]
+        view = c.http.get(f"/endpoints/{eid}").json()
+        assert view["tenant"] == "team-tetra" and view["state"] == "deleted"
+        assert view["spec"]["env"]["RUNPOD_SKIP_AUTO_SYSTEM_CHECKS"] == "true"
+        assert view["spec"]["imageName"].startswith("runpod/flash:")
+        assert out["result"]["pod"].startswith("wk-")

@@ -105,22 +105,29 @@ def endpoint_body(given: Mapping[str, Any], template: Mapping[str, Any] | None =
     return body
 
 
-def _all_cuda(spec: Mapping[str, Any]) -> bool:
-    return set(spec.get("cudaVersions") or []) == {v.value for v in CudaVersion}
+def _cuda_floor(spec: Mapping[str, Any]) -> str | None:
+    """The lowest CUDA version when the spec allows every known version from it up (RunPod's
+    ``minCudaVersion`` with an empty ``allowedCudaVersions``); ``None`` otherwise."""
+    cuda = list(spec.get("cudaVersions") or [])
+    known = [v.value for v in CudaVersion]
+    if not cuda or cuda[0] not in known:
+        return None
+    return cuda[0] if sorted(cuda, key=known.index) == known[known.index(cuda[0]) :] else None
 
 
 def endpoint_out(view: Mapping[str, Any]) -> dict[str, Any]:
     """An endpoint view (``EndpointService.get``) as RunPod's ``Endpoint``."""
     spec = view["spec"]
-    cuda = list(spec.get("cudaVersions") or [])
+    floor = _cuda_floor(spec)
     return {
         "id": view["id"],
         "name": view["name"],
         "gpuIds": spec.get("gpuIds"),
         "gpuCount": spec.get("gpuCount"),
-        # RunPod's "" allows every version: what a spec that named none has (its clients read "" as any)
-        "allowedCudaVersions": "" if _all_cuda(spec) else spec.get("allowedCudaVersions"),
-        "minCudaVersion": None if _all_cuda(spec) or not cuda else cuda[0],
+        # every version from one up reads as RunPod's minCudaVersion with "" allowed (RunPod's clients know
+        # fewer versions than Scalar, and read "" as any); "" alone: a spec that named none
+        "allowedCudaVersions": "" if floor is not None else spec.get("allowedCudaVersions") or "",
+        "minCudaVersion": None if floor == CudaVersion.V11_8.value else floor,
         "idleTimeout": spec.get("idleTimeout"),
         "executionTimeoutMs": spec.get("executionTimeoutMs"),
         "locations": spec.get("locations"),
