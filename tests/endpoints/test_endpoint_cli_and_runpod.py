@@ -67,7 +67,9 @@ def test_deploy_to_runpod_sends_save_endpoint_with_gpu_ids_and_cuda_versions(
     monkeypatch.setenv("SCALAR_RUNPOD_API_KEY", "rp-test")
     monkeypatch.setenv("SCALAR_RUNPOD_BASE_URL", runpod.url)
     spec_path = tmp_path / "spec.yaml"
-    template = 'template:\n  containerDiskInGb: 30\n  env: [{key: MODEL, value: small}, {key: MODE, value: a}]\n'
+    template = (
+        "template:\n  containerDiskInGb: 30\n  env: [{key: MODEL, value: small}, {key: MODE, value: a}]\n"
+    )
     spec_path.write_text(SPEC_YAML + template + "env: {MODE: b}\n")
     result = CliRunner().invoke(app, ["endpoint", "deploy", str(spec_path), "--target", "runpod", "--json"])
     assert result.exit_code == 0, result.output

@@ -16,10 +16,17 @@ from tests.endpoints.runpod_sdk import runpod_side
 HANDLER = "tests.endpoints.runpod_handlers:env_seen"
 NAMES = ["GREETING", "MODEL", "SCALAR_TEST_HOST_ONLY", "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS"]
 DECLARED = {
-    "template": {"env": [{"key": "MODEL", "value": "small"}, {"key": "GREETING", "value": "from the template"}]},
+    "template": {
+        "env": [{"key": "MODEL", "value": "small"}, {"key": "GREETING", "value": "from the template"}]
+    },
     "env": {"GREETING": "hello", "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true"},  # env overrides template.env
 }
-SEEN = {"GREETING": "hello", "MODEL": "small", "SCALAR_TEST_HOST_ONLY": None, "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true"}
+SEEN = {
+    "GREETING": "hello",
+    "MODEL": "small",
+    "SCALAR_TEST_HOST_ONLY": None,
+    "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true",
+}
 
 
 def test_a_handler_process_of_the_control_plane_sees_the_declared_env_only(
@@ -31,7 +38,11 @@ def test_a_handler_process_of_the_control_plane_sees_the_declared_env_only(
         eid = side.handler_endpoint("env-local", "env_seen", workersMax=1, **DECLARED)
         with side.client() as client:
             spec = client.get(f"/endpoints/{eid}").json()["spec"]
-        assert spec["env"] == {"MODEL": "small", "GREETING": "hello", "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true"}
+        assert spec["env"] == {
+            "MODEL": "small",
+            "GREETING": "hello",
+            "RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true",
+        }
         side.wait_ready(eid)
         with driving_in_background(side.cp, side.clock):
             seen = runpod.Endpoint(eid).run_sync({"input": {"names": NAMES}}, timeout=60)

@@ -262,7 +262,9 @@ def test_the_worker_protocol_over_raw_http_take_batch_abandoned_poll_done_stream
             kill_tree_of(tmp_path / "a")
 
 
-def test_refresh_worker_replaces_the_runpod_workers_process_after_the_job(sqlite_url: str, tmp_path: Path) -> None:
+def test_refresh_worker_replaces_the_runpod_workers_process_after_the_job(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     with controller(sqlite_url, tmp_path) as c:
         node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
         try:

@@ -65,11 +65,15 @@ def run_app(script: str, arg: str, env: dict[str, str], cwd: Path, timeout_s: fl
         check=False,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert done.returncode == 0 and lines, (
+        f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    )
     return dict(json.loads(lines[-1].removeprefix("RESULT ")))
 
 
-def test_a_tetra_remote_function_deploys_runs_and_is_deleted_on_scalar(sqlite_url: str, tmp_path: Path) -> None:
+def test_a_tetra_remote_function_deploys_runs_and_is_deleted_on_scalar(
+    sqlite_url: str, tmp_path: Path
+) -> None:
     with secured_fleet(sqlite_url, tmp_path) as (c, token):
         app_dir = tmp_path / "app"  # tetra-rp keeps its deployed resources under .runpod/ here
         app_dir.mkdir()
@@ -133,11 +137,11 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         assert gql("team-a", mine, id=eid).json()["data"]["myself"]["endpoint"] == {"id": eid}
 
         # runpod-flash's saveTemplate changes the endpoint's env and disk
-        save_template = (
-            "mutation saveTemplate($input: SaveTemplateInput) { saveTemplate(input: $input) { id env { key value } } }"
-        )
+        save_template = "mutation saveTemplate($input: SaveTemplateInput) { saveTemplate(input: $input) { id env { key value } } }"
         changed = gql(
-            "team-a", save_template, input={"id": tid, "env": [{"key": "B", "value": "2"}], "containerDiskInGb": 30}
+            "team-a",
+            save_template,
+            input={"id": tid, "env": [{"key": "B", "value": "2"}], "containerDiskInGb": 30},
         ).json()
         assert changed["data"]["saveTemplate"]["env"] == [{"key": "B", "value": "2"}], changed
         stored = c.plane.endpoints.get(eid)
@@ -154,9 +158,12 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         unknown = gql("team-a", save, input={**spec, "name": "other", "handler": "os:system"}).json()
         assert "unknown field 'handler'" in unknown["errors"][0]["message"] and unknown["data"] is None
         syntax = httpx.post(
-            f"{c.url}/graphql", json={"query": "{ myself {"}, headers={"Authorization": f"Bearer {tokens['team-a']}"}
+            f"{c.url}/graphql",
+            json={"query": "{ myself {"},
+            headers={"Authorization": f"Bearer {tokens['team-a']}"},
         )
-        assert syntax.status_code == 400 and "not GraphQL" in syntax.json()["errors"][0]["message"]
+        assert syntax.status_code == 400 and syntax.headers["content-type"] == "application/problem+json"
+        assert syntax.json()["errors"][0]["field"] == "query" and "not GraphQL" in syntax.json()["detail"]
         assert gql("team-a", delete, id=eid).json() == {"data": {"deleteEndpoint": None}}
         assert gql("team-a", mine, id=eid).json()["data"]["myself"] == {"endpoints": [], "endpoint": None}
 
@@ -180,3 +187,22 @@ def test_a_runpod_flash_remote_function_deploys_runs_and_is_deleted_on_scalar(
         assert view["spec"]["env"]["RUNPOD_SKIP_AUTO_SYSTEM_CHECKS"] == "true"
         assert view["spec"]["imageName"].startswith("runpod/flash:")
         assert out["result"]["pod"].startswith("wk-")
+
+
+def test_graphql_refuses_a_query_that_repeats_a_list_beyond_the_bound(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    from scalar.api.routes_graphql import MAX_FIELDS
+
+    with controller(sqlite_url, tmp_path) as c:
+        aliases = " ".join(f"a{i}: endpoints {{ id }}" for i in range(MAX_FIELDS))
+        wide = c.http.post("/graphql", json={"query": f"{{ myself {{ {aliases} }} }}"})
+        assert wide.status_code == 400 and "more than" in wide.json()["detail"]
+        # a fragment counts with its fields wherever it is spread (200 spreads of 2 fields each, plus the spreads)
+        spreads = " ".join("...F" for _ in range(200))
+        spread = f"fragment F on User {{ endpoints {{ id }} }} {{ myself {{ {spreads} }} }}"
+        assert c.http.post("/graphql", json={"query": spread}).status_code == 400
+        few = " ".join(f"a{i}: endpoints {{ id }}" for i in range(5))
+        assert c.http.post("/graphql", json={"query": f"{{ myself {{ {few} }} }}"}).json() == {
+            "data": {"myself": {f"a{i}": [] for i in range(5)}}
+        }

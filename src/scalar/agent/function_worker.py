@@ -64,7 +64,9 @@ def _decode(value: Any, json_format: bool, where: str) -> Any:
     if json_format:
         return value
     if not isinstance(value, str):
-        raise RequestError(f"{where}: must be a base64-encoded cloudpickle string, not {type(value).__name__}")
+        raise RequestError(
+            f"{where}: must be a base64-encoded cloudpickle string, not {type(value).__name__}"
+        )
     try:
         return _pickler().loads(base64.b64decode(value))
     except Exception as exc:

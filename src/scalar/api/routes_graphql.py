@@ -24,17 +24,26 @@ import anyio
 from ariadne import MutationType, ObjectType, QueryType, ScalarType, graphql_sync, make_executable_schema
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from graphql import GraphQLError, GraphQLSyntaxError, OperationDefinitionNode, parse
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLSyntaxError,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    parse,
+)
 from pydantic import ValidationError
 
 from scalar.api.access import USER
 from scalar.api.auth import current_principal, tenant_filter
-from scalar.api.problems import logger
+from scalar.api.problems import ApiProblem, ProblemRoute, logger
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.gpus import RUNPOD_GPU_TYPES, runpod_gpu_type
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService, HandlerNotAllowedError
 from scalar.wire.endpoints import EndpointSpecFile
-from scalar.wire.jobs import field_problems
+from scalar.wire.jobs import FieldProblem, field_problems
 from scalar.wire.runpod_graphql import (
     endpoint_body,
     endpoint_of_template,
@@ -46,7 +55,8 @@ from scalar.wire.runpod_graphql import (
 ARIADNE_LOGGER = "scalar.api.graphql.ariadne"
 logging.getLogger(ARIADNE_LOGGER).setLevel(logging.CRITICAL)  # ariadne logs every error; format_error logs
 MAX_TOKENS = 20_000
-MAX_ROOT_FIELDS = 20
+MAX_FIELDS = 500
+"""Fields an operation may select, fragments expanded (aliases would otherwise repeat a list many times)."""
 SERVED = (
     "saveEndpoint",
     "deleteEndpoint",
@@ -263,7 +273,9 @@ class UserInputError(Exception):
 
 def _user_error(exc: Exception) -> UserInputError:
     if isinstance(exc, InvalidSpecError):
-        return UserInputError(exc.field, exc.problem, exc.hint or "correct this field (docs/formats/endpoint.md)")
+        return UserInputError(
+            exc.field, exc.problem, exc.hint or "correct this field (docs/formats/endpoint.md)"
+        )
     if isinstance(exc, HandlerNotAllowedError):
         return UserInputError("handler", str(exc), exc.fix)
     assert isinstance(exc, ValidationError)
@@ -426,47 +438,110 @@ def format_error(error: GraphQLError, debug: bool = False) -> dict[str, Any]:
     return formatted
 
 
-def _bad_request(message: str) -> JSONResponse:
-    return JSONResponse({"errors": [{"message": message, "extensions": {"code": "BAD_REQUEST"}}]}, 400)
+REQUEST_FIX = 'send a JSON object {"query": "<a GraphQL document>", "variables": {...}, "operationName": ...}'
+REQUEST_SCHEMA = {
+    "type": "object",
+    "required": ["query"],
+    "properties": {
+        "query": {"type": "string", "description": "the GraphQL document"},
+        "variables": {"type": ["object", "null"], "description": "the operation's variables"},
+        "operationName": {"type": ["string", "null"], "description": "which operation of the document"},
+    },
+}
+RESULT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "data": {"type": ["object", "null"]},
+        "errors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"message": {"type": "string"}, "extensions": {"type": "object"}},
+            },
+        },
+    },
+}
+
+
+def _bad_request(problem_text: str, field: str = "query") -> ApiProblem:
+    """A body that is not a GraphQL request: a 400 problem naming the field (the API's error shape)."""
+    return ApiProblem(
+        400,
+        "invalid-request",
+        f"{field}: {problem_text}",
+        [FieldProblem(field=field, problem=problem_text, fix=REQUEST_FIX)],
+    )
 
 
 def _shape_problem(data: Any) -> str | None:
     """Why ``data`` is not a GraphQL request we run (too big, too many root fields), or ``None``."""
     if not isinstance(data, dict) or not isinstance(data.get("query"), str):
-        return 'the body must be a JSON object {"query": "...", "variables": {...}}'
+        return "is missing: the body must be a JSON object with a query string"
     if data.get("variables") is not None and not isinstance(data["variables"], dict):
         return "variables must be a JSON object"
+    if data.get("operationName") is not None and not isinstance(data["operationName"], str):
+        return "operationName must be a string"
     try:
         document = parse(data["query"], max_tokens=MAX_TOKENS)
     except GraphQLSyntaxError as exc:
-        return f"the query is not GraphQL: {exc.message}"
+        return f"is not GraphQL: {exc.message}"
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     for definition in document.definitions:
-        if isinstance(definition, OperationDefinitionNode):
-            if len(definition.selection_set.selections) > MAX_ROOT_FIELDS:
-                return f"an operation may select at most {MAX_ROOT_FIELDS} root fields"
+        if isinstance(definition, OperationDefinitionNode) and _fields(definition, fragments) > MAX_FIELDS:
+            return (
+                f"selects more than {MAX_FIELDS} fields (fragments expanded): split it into several requests"
+            )
     return None
 
 
+def _fields(operation: OperationDefinitionNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
+    """How many fields ``operation`` selects with its fragments expanded; stops counting past the bound."""
+    count = 0
+    stack = [operation.selection_set]
+    while stack and count <= MAX_FIELDS:
+        selection_set = stack.pop()
+        for node in selection_set.selections:
+            if isinstance(node, FieldNode):
+                count += 1
+                if node.selection_set is not None:
+                    stack.append(node.selection_set)
+            elif isinstance(node, FragmentSpreadNode):
+                fragment = fragments.get(node.name.value)
+                if fragment is not None:
+                    stack.append(fragment.selection_set)
+                count += 1  # a spread of a cyclic fragment still reaches the bound
+            elif isinstance(node, InlineFragmentNode):
+                stack.append(node.selection_set)
+    return count
+
+
 def graphql_router(service: EndpointService) -> APIRouter:
-    router = APIRouter(tags=["runpod control plane"], dependencies=[USER])
+    router = APIRouter(tags=["runpod control plane"], route_class=ProblemRoute, dependencies=[USER])
     schema = build_schema(service)
 
     @router.post(
         "/graphql",
         summary="RunPod's control-plane GraphQL (what tetra-rp and runpod-flash deploy with)",
+        response_class=JSONResponse,
         responses={
-            200: {"description": "the GraphQL result: data, and errors naming each bad field and its fix"},
-            400: {"description": "the body is not a GraphQL request"},
+            200: {
+                "description": "the GraphQL result: data, and errors naming each bad field and its fix",
+                "content": {"application/json": {"schema": RESULT_SCHEMA}},
+            },
+            400: {"description": "the body is not a GraphQL request: a problem naming the field"},
+        },
+        openapi_extra={
+            "requestBody": {"required": True, "content": {"application/json": {"schema": REQUEST_SCHEMA}}}
         },
     )
     async def graphql(request: Request) -> JSONResponse:
         try:
             data = json.loads(await request.body() or b"null")
         except (ValueError, RecursionError) as exc:
-            return _bad_request(f"the body is not JSON ({exc})")
+            raise _bad_request(f"is not JSON ({exc})", "(body)") from None
         problem = _shape_problem(data)
         if problem is not None:
-            return _bad_request(problem)
+            raise _bad_request(problem)
         principal = current_principal()
         context = {
             "tenant": tenant_filter(),

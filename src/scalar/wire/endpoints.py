@@ -169,7 +169,10 @@ class EndpointSpecFile(BaseModel):
         description="the workers' environment (a command's or a handler's); overrides template.env",
     )
     containerDiskInGb: StrictInt | None = Field(
-        default=None, ge=1, le=MAX_DISK_GB, description="RunPod's container disk (or template.containerDiskInGb)"
+        default=None,
+        ge=1,
+        le=MAX_DISK_GB,
+        description="RunPod's container disk (or template.containerDiskInGb)",
     )
     handlerConfig: HandlerConfigSpec | None = Field(
         default=None,
@@ -252,7 +255,9 @@ class EndpointSpecFile(BaseModel):
         if self.command is None:
             if self.workdir is not None:
                 raise InvalidSpecError(
-                    "workdir", "applies to a worker command only", 'add command: ["python", "-u", "handler.py"]'
+                    "workdir",
+                    "applies to a worker command only",
+                    'add command: ["python", "-u", "handler.py"]',
                 )
             return out
         if not self.command[0].strip():

@@ -65,7 +65,9 @@ def _cuda_at_least(text: str) -> list[str]:
         floor = CudaVersion(text.strip())
     except ValueError:
         known = ", ".join(v.value for v in CudaVersion)
-        raise InvalidSpecError("minCudaVersion", f"{text!r} is not a CUDA version", f"use one of {known}") from None
+        raise InvalidSpecError(
+            "minCudaVersion", f"{text!r} is not a CUDA version", f"use one of {known}"
+        ) from None
     order = list(CudaVersion)
     return [v.value for v in order[order.index(floor) :]]
 
@@ -85,7 +87,13 @@ def endpoint_body(given: Mapping[str, Any], template: Mapping[str, Any] | None =
         )
     body: dict[str, Any] = {}
     for key, value in given.items():
-        if key in IGNORED_INPUT or key in ("id", "templateId", "template", "networkVolumeIds", "minCudaVersion"):
+        if key in IGNORED_INPUT or key in (
+            "id",
+            "templateId",
+            "template",
+            "networkVolumeIds",
+            "minCudaVersion",
+        ):
             continue
         if value is None or (key == "allowedCudaVersions" and value == ""):
             continue
@@ -96,7 +104,9 @@ def endpoint_body(given: Mapping[str, Any], template: Mapping[str, Any] | None =
         body["cudaVersions"] = _cuda_at_least(str(given["minCudaVersion"]))
     source = template if template is not None else given.get("template")
     if source:
-        kept = {k: source.get(k) for k in ("imageName", "env", "containerDiskInGb") if source.get(k) is not None}
+        kept = {
+            k: source.get(k) for k in ("imageName", "env", "containerDiskInGb") if source.get(k) is not None
+        }
         if kept:
             body["template"] = kept
     image = (source or {}).get("imageName")
