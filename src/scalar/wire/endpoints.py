@@ -3,6 +3,8 @@
 Developer fields: ``name, imageName, gpus, cudaVersions, workersMin, workersMax, scalerType, scalerValue,
 gpuCount, idleTimeout, executionTimeoutMs, locations`` and ``live`` (bool) or ``kind`` (serverless|live);
 ``handler`` (``module:function``) makes a local endpoint whose workers run that Python function.
+Worker fields: ``command``/``workdir`` (a RunPod worker), ``env`` (any endpoint's workers, over
+``template.env``), ``containerDiskInGb`` (or ``template.containerDiskInGb``), kept beside the normalized spec.
 API fields: ``gpuIds`` and ``allowedCudaVersions`` (comma strings) and ``template.imageName``. The other
 read-only fields of a ``saveEndpoint`` response (``id``, ``templateId``...) are accepted and ignored; any
 other field is an error naming it. The shape is checked here; every rule lives in
