@@ -47,6 +47,14 @@ def test_a_handler_process_of_the_control_plane_sees_the_declared_env_only(
         with driving_in_background(side.cp, side.clock):
             seen = runpod.Endpoint(eid).run_sync({"input": {"names": NAMES}}, timeout=60)
         assert seen == SEEN
+        # a process on the control plane's host (not sandboxed) takes no loader or interpreter variables
+        steer = {"LD_PRELOAD": "/tmp/evil.so", "PYTHONINSPECT": "1", "PATH": "/tmp/evil"}
+        eid = side.handler_endpoint("env-steer", "env_seen", workersMax=1, env={**DECLARED["env"], **steer})
+        side.wait_ready(eid)
+        with driving_in_background(side.cp, side.clock):
+            seen = runpod.Endpoint(eid).run_sync({"input": {"names": [*NAMES, *steer]}}, timeout=60)
+        assert seen["LD_PRELOAD"] is None and seen["PYTHONINSPECT"] is None and seen["PATH"] != "/tmp/evil"
+        assert seen["GREETING"] == "hello"
 
 
 def test_a_handler_worker_on_an_agent_sees_the_declared_env_only(

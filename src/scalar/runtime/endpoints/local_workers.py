@@ -7,7 +7,9 @@ arrived (``lost`` when the process died under the request: the tick retries it, 
 ``max_request_retries``). ``stop(worker_id)`` kills the process (scale-down, a lost worker, a timed-out
 request, ``refresh_worker``).
 A handler process's environment is the endpoint spec's ``env`` over the few variables an interpreter needs
-(``HANDLER_BASE_ENV``), never the control plane's own (its database URL, provider keys...).
+(``HANDLER_BASE_ENV``), never the control plane's own (its database URL, provider keys...); the spec cannot
+set the loader's or the interpreter's variables here (``LD_*``, ``PYTHON*``...), as this process is not
+sandboxed.
 These are the workers not on an agent node; a worker whose job runs on a node agent is the agent's
 assignment and calls the controller itself (``agent_workers.py``).
 """
@@ -30,11 +32,21 @@ HANDLER_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"
 """What a handler process keeps of the control plane's environment: what the interpreter needs to run."""
 
 
+HOST_CONTROLLED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "GCONV_")
+"""Variables that steer the loader or the interpreter: a handler process on the control plane's host (not
+sandboxed, unlike a job on a node agent) does not take them, nor ``HANDLER_BASE_ENV``, from a spec."""
+
+
 def handler_env(declared: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
     """A handler process's environment: ``HANDLER_BASE_ENV`` of ``base`` (this process's), then the
-    endpoint's declared ``env`` over it."""
+    endpoint's declared ``env`` over it, except what steers the loader or the interpreter."""
     base = os.environ if base is None else base
-    return {**{k: base[k] for k in HANDLER_BASE_ENV if k in base}, **dict(declared)}
+    allowed = {
+        k: v
+        for k, v in declared.items()
+        if k not in HANDLER_BASE_ENV and not k.startswith(HOST_CONTROLLED_PREFIXES)
+    }
+    return {**{k: base[k] for k in HANDLER_BASE_ENV if k in base}, **allowed}
 
 
 @dataclass(frozen=True, slots=True)
