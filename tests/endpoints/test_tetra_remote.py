@@ -162,7 +162,7 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
             json={"query": "{ myself {"},
             headers={"Authorization": f"Bearer {tokens['team-a']}"},
         )
-        assert syntax.status_code == 400 and syntax.headers["content-type"] == "application/problem+json"
+        assert syntax.status_code == 422 and syntax.headers["content-type"] == "application/problem+json"
         assert syntax.json()["errors"][0]["field"] == "query" and "not GraphQL" in syntax.json()["detail"]
         assert gql("team-a", delete, id=eid).json() == {"data": {"deleteEndpoint": None}}
         assert gql("team-a", mine, id=eid).json()["data"]["myself"] == {"endpoints": [], "endpoint": None}
@@ -197,11 +197,11 @@ def test_graphql_refuses_a_query_that_repeats_a_list_beyond_the_bound(
     with controller(sqlite_url, tmp_path) as c:
         aliases = " ".join(f"a{i}: endpoints {{ id }}" for i in range(MAX_FIELDS))
         wide = c.http.post("/graphql", json={"query": f"{{ myself {{ {aliases} }} }}"})
-        assert wide.status_code == 400 and "more than" in wide.json()["detail"]
+        assert wide.status_code == 422 and "more than" in wide.json()["detail"]
         # a fragment counts with its fields wherever it is spread (200 spreads of 2 fields each, plus the spreads)
         spreads = " ".join("...F" for _ in range(200))
         spread = f"fragment F on User {{ endpoints {{ id }} }} {{ myself {{ {spreads} }} }}"
-        assert c.http.post("/graphql", json={"query": spread}).status_code == 400
+        assert c.http.post("/graphql", json={"query": spread}).status_code == 422
         few = " ".join(f"a{i}: endpoints {{ id }}" for i in range(5))
         assert c.http.post("/graphql", json={"query": f"{{ myself {{ {few} }} }}"}).json() == {
             "data": {"myself": {f"a{i}": [] for i in range(5)}}

@@ -8,8 +8,9 @@ error naming it. Authentication is the API's (``Authorization: Bearer <token>``,
 runpod-flash send with ``RUNPOD_API_KEY``); every operation is the caller's tenant's, as on
 ``/endpoints``: another tenant's endpoint reads as one that does not exist.
 
-Errors are GraphQL errors (HTTP 200 with ``errors``; a body that is not a GraphQL request: 400), each
-naming the field and the fix in ``extensions``; never a traceback.
+Errors are GraphQL errors (HTTP 200 with ``errors``), each naming the field and the fix in ``extensions``;
+a body that is not JSON is a 400 problem document, one that is not a GraphQL request Scalar runs (no
+``query``, not GraphQL, past the bounds) a 422; never a traceback.
 """
 
 from __future__ import annotations
@@ -463,10 +464,11 @@ RESULT_SCHEMA = {
 }
 
 
-def _bad_request(problem_text: str, field: str = "query") -> ApiProblem:
-    """A body that is not a GraphQL request: a 400 problem naming the field (the API's error shape)."""
+def _bad_request(problem_text: str, field: str = "query", status: int = 422) -> ApiProblem:
+    """A body that is not a GraphQL request we run: a problem naming the field (the API's error shape),
+    400 when it is not JSON, else 422."""
     return ApiProblem(
-        400,
+        status,
         "invalid-request",
         f"{field}: {problem_text}",
         [FieldProblem(field=field, problem=problem_text, fix=REQUEST_FIX)],
@@ -528,7 +530,8 @@ def graphql_router(service: EndpointService) -> APIRouter:
                 "description": "the GraphQL result: data, and errors naming each bad field and its fix",
                 "content": {"application/json": {"schema": RESULT_SCHEMA}},
             },
-            400: {"description": "the body is not a GraphQL request: a problem naming the field"},
+            400: {"description": "the body is not JSON"},
+            422: {"description": "the body is not a GraphQL request Scalar runs: a problem naming the field"},
         },
         openapi_extra={
             "requestBody": {"required": True, "content": {"application/json": {"schema": REQUEST_SCHEMA}}}
@@ -538,7 +541,7 @@ def graphql_router(service: EndpointService) -> APIRouter:
         try:
             data = json.loads(await request.body() or b"null")
         except (ValueError, RecursionError) as exc:
-            raise _bad_request(f"is not JSON ({exc})", "(body)") from None
+            raise _bad_request(f"is not JSON ({exc})", "(body)", 400) from None
         problem = _shape_problem(data)
         if problem is not None:
             raise _bad_request(problem)
