@@ -46,3 +46,8 @@ async def async_count(job: dict[str, Any]) -> AsyncIterator[Any]:
     for i in range(int(job["input"]["n"])):
         await asyncio.sleep(float(job["input"].get("pause", 0.0)))
         yield f"token-{i}"
+
+
+def env_seen(job: dict[str, Any]) -> Any:
+    """The worker's value of each variable named in ``input.names`` (``None``: not set)."""
+    return {name: os.environ.get(name) for name in job["input"]["names"]}

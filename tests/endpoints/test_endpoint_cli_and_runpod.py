@@ -67,7 +67,10 @@ def test_deploy_to_runpod_sends_save_endpoint_with_gpu_ids_and_cuda_versions(
     monkeypatch.setenv("SCALAR_RUNPOD_API_KEY", "rp-test")
     monkeypatch.setenv("SCALAR_RUNPOD_BASE_URL", runpod.url)
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(SPEC_YAML)
+    template = (
+        "template:\n  containerDiskInGb: 30\n  env: [{key: MODEL, value: small}, {key: MODE, value: a}]\n"
+    )
+    spec_path.write_text(SPEC_YAML + template + "env: {MODE: b}\n")
     result = CliRunner().invoke(app, ["endpoint", "deploy", str(spec_path), "--target", "runpod", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["id"] == "rp-ep-1"
@@ -77,6 +80,9 @@ def test_deploy_to_runpod_sends_save_endpoint_with_gpu_ids_and_cuda_versions(
     assert fields["gpuIds"] == "AMPERE_80,ADA_80_PRO" and fields["allowedCudaVersions"] == "12.4"
     assert (fields["scalerType"], fields["scalerValue"], fields["workersMax"]) == ("REQUEST_COUNT", 3, 2)
     assert fields["template"]["imageName"] == "example/infer:1"
+    # the template's env (the spec's env overriding it) and its disk reach RunPod
+    assert fields["template"]["env"] == [{"key": "MODEL", "value": "small"}, {"key": "MODE", "value": "b"}]
+    assert fields["template"]["containerDiskInGb"] == 30
 
 
 def test_deploy_to_runpod_without_a_key_says_how_to_configure_it(

@@ -260,3 +260,26 @@ def test_the_worker_protocol_over_raw_http_take_batch_abandoned_poll_done_stream
         finally:
             node.stop()
             kill_tree_of(tmp_path / "a")
+
+
+def test_refresh_worker_replaces_the_runpod_workers_process_after_the_job(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    with controller(sqlite_url, tmp_path) as c:
+        node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
+        try:
+            wait_until(c.agents, 30, "registration")
+            eid = deploy(c, worker_spec("rp-refresh", "sync", tmp_path))
+            first = finished(c, eid, run(c, eid, {"mode": "refresh"}), 90)
+            assert first["status"] == "COMPLETED" and "refresh_worker" not in first["output"], first
+            second = finished(c, eid, run(c, eid, {"x": 3}), 90)
+            assert second["status"] == "COMPLETED" and second["output"]["square"] == 9, second
+            # a fresh worker, in a fresh process, served the next request
+            assert second["workerId"] != first["workerId"]
+            assert second["output"]["pid"] != first["output"]["pid"]
+            view = c.http.get(f"/endpoints/{eid}").json()
+            assert first["workerId"] not in [w["id"] for w in view["workers"]]
+            assert view["spec"]["env"]["RUNPOD_SKIP_AUTO_SYSTEM_CHECKS"] == "true"
+        finally:
+            node.stop()
+            kill_tree_of(tmp_path / "a")

@@ -23,6 +23,7 @@ from scalar.api.routes_agent import AgentsPort, agent_router
 from scalar.api.routes_budgets import BudgetsPort, budgets_router
 from scalar.api.routes_cluster import ClusterPort, cluster_endpoints, cluster_router
 from scalar.api.routes_endpoints import endpoints_router
+from scalar.api.routes_graphql import graphql_router
 from scalar.api.routes_jobs import jobs_router
 from scalar.api.routes_market import market_router
 from scalar.api.routes_metrics import MetricsPort, metrics_router
@@ -94,6 +95,7 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
     if endpoint_service is not None:
         app.include_router(endpoints_router(endpoint_service))
         app.include_router(runpod_router(endpoint_service))
+        app.include_router(graphql_router(endpoint_service))  # RunPod's control plane: tetra-rp, runpod-flash
         app.include_router(endpoints_page_router(), dependencies=[USER])
         endpoints += ["/endpoints", "/v2/{endpoint_id}/run", "/v2/{endpoint_id}/health"]
 

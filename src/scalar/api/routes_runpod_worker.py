@@ -330,7 +330,9 @@ def runpod_worker_router(
         endpoint_id: str = _id(),
         worker_id: str = _id(),
         attempt: int = Query(1, ge=1, le=1_000_000),
-        job_id: str | None = Query(None, max_length=100_000),
+        # the worker's requests in progress, comma-separated (it serves one here); bounded so that the
+        # URL, percent-encoded, stays within what the HTTP server reads (a longer one is its 400, no route's)
+        job_id: str | None = Query(None, max_length=4096),
         runpod_version: str | None = Query(None, max_length=64),
         token: str = checked_key,
     ) -> Any:

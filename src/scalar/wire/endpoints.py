@@ -3,6 +3,8 @@
 Developer fields: ``name, imageName, gpus, cudaVersions, workersMin, workersMax, scalerType, scalerValue,
 gpuCount, idleTimeout, executionTimeoutMs, locations`` and ``live`` (bool) or ``kind`` (serverless|live);
 ``handler`` (``module:function``) makes a local endpoint whose workers run that Python function.
+Worker fields: ``command``/``workdir`` (a RunPod worker), ``env`` (any endpoint's workers, over
+``template.env``), ``containerDiskInGb`` (or ``template.containerDiskInGb``), kept beside the normalized spec.
 API fields: ``gpuIds`` and ``allowedCudaVersions`` (comma strings) and ``template.imageName``. The other
 read-only fields of a ``saveEndpoint`` response (``id``, ``templateId``...) are accepted and ignored; any
 other field is an error naming it. The shape is checked here; every rule lives in
@@ -46,6 +48,7 @@ MAX_HANDLER_LENGTH = 200  # the endpoints.handler column
 MAX_ENV_VARS = 1000  # a job's (wire.jobs.MAX_ENV)
 MAX_ENV_VALUE = 100_000  # a job's argument and env value bound (wire.jobs.MAX_ARG_LENGTH)
 MAX_COMMAND_ARGS = 4096  # a job's (wire.jobs.MAX_ARGS)
+MAX_DISK_GB = 100_000
 RUNPOD_SET_ENV = frozenset(
     {
         "RUNPOD_WEBHOOK_GET_JOB",
@@ -90,12 +93,14 @@ class TemplateEnvVar(BaseModel):
 
 
 class TemplateSpec(BaseModel):
-    """The parts of RunPod's pod template that matter here: its image and its environment."""
+    """The parts of RunPod's pod template that matter here: its image, its environment (kept as the spec's
+    ``env``) and its container disk (kept as ``containerDiskInGb``)."""
 
     model_config = ConfigDict(extra="ignore")
 
     imageName: Text | None = None
     env: list[TemplateEnvVar] | None = Field(default=None, max_length=MAX_ENV_VARS)
+    containerDiskInGb: StrictInt | None = Field(default=None, ge=1, le=MAX_DISK_GB)
 
 
 class HandlerConfigSpec(BaseModel):
@@ -161,7 +166,15 @@ class EndpointSpecFile(BaseModel):
         ]
         | None
     ) = Field(
-        default=None, max_length=MAX_ENV_VARS, description="the command's environment; overrides template.env"
+        default=None,
+        max_length=MAX_ENV_VARS,
+        description="the workers' environment (a command's or a handler's); overrides template.env",
+    )
+    containerDiskInGb: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_DISK_GB,
+        description="RunPod's container disk (or template.containerDiskInGb)",
     )
     handlerConfig: HandlerConfigSpec | None = Field(
         default=None,
@@ -200,8 +213,9 @@ class EndpointSpecFile(BaseModel):
 
     def worker_fields(self) -> dict[str, Any]:
         """The fields about how a worker runs (not part of the seed's normalized spec), as stored: the
-        handler's ``handlerConfig``, or a worker ``command`` with its ``workdir`` and ``env`` (``template.env``
-        merged under ``env``)."""
+        handler's ``handlerConfig``; a worker ``command`` with its ``workdir``; ``env`` (``template.env``
+        merged under ``env``: a command's or a handler's environment, and the template's on RunPod) and
+        ``containerDiskInGb`` (or ``template.containerDiskInGb``)."""
         if self.handlerConfig is not None and self.handler is None:
             raise InvalidSpecError(
                 "handlerConfig", "applies to a handler endpoint only", 'set handler: "module:function"'
@@ -215,27 +229,18 @@ class EndpointSpecFile(BaseModel):
         out: dict[str, Any] = {}
         if self.handlerConfig is not None:
             out["handlerConfig"] = self.handlerConfig.model_dump()
-        template_env = {v.key: v.value for v in (self.template.env or [])} if self.template else {}
+        template = self.template
+        disk = template.containerDiskInGb if template is not None else None
+        if disk is not None and self.containerDiskInGb is not None and disk != self.containerDiskInGb:
+            raise InvalidSpecError(
+                "template.containerDiskInGb",
+                f"{disk} disagrees with containerDiskInGb {self.containerDiskInGb}",
+                "give only one of containerDiskInGb and template.containerDiskInGb",
+            )
+        if (disk := disk if disk is not None else self.containerDiskInGb) is not None:
+            out["containerDiskInGb"] = disk
+        template_env = {v.key: v.value for v in (template.env or [])} if template else {}
         env = {**template_env, **(self.env or {})}
-        if self.command is None:
-            for name, given in (("workdir", self.workdir), ("env", self.env or None)):
-                if given is not None:
-                    raise InvalidSpecError(
-                        name,
-                        "applies to a worker command only",
-                        'add command: ["python", "-u", "handler.py"]',
-                    )
-            return out
-        if not self.command[0].strip():
-            raise InvalidSpecError(
-                "command[0]", "is empty", 'give the program to run, e.g. ["python", "-u", "handler.py"]'
-            )
-        if self.workdir is not None and not self.workdir.startswith("/"):
-            raise InvalidSpecError(
-                "workdir",
-                f"{self.workdir!r} is not an absolute path",
-                "give an absolute path on the node, e.g. /srv/worker",
-            )
         for key in env:
             if key in RUNPOD_SET_ENV or key.startswith("SCALAR_"):
                 raise InvalidSpecError(f"env.{key}", "is set by Scalar for every worker", "leave it out")
@@ -247,6 +252,26 @@ class EndpointSpecFile(BaseModel):
                 )
             if "\x00" in env[key]:
                 raise InvalidSpecError(f"env.{key}", "holds a NUL character", "remove it")
+        if env:
+            out["env"] = env
+        if self.command is None:
+            if self.workdir is not None:
+                raise InvalidSpecError(
+                    "workdir",
+                    "applies to a worker command only",
+                    'add command: ["python", "-u", "handler.py"]',
+                )
+            return out
+        if not self.command[0].strip():
+            raise InvalidSpecError(
+                "command[0]", "is empty", 'give the program to run, e.g. ["python", "-u", "handler.py"]'
+            )
+        if self.workdir is not None and not self.workdir.startswith("/"):
+            raise InvalidSpecError(
+                "workdir",
+                f"{self.workdir!r} is not an absolute path",
+                "give an absolute path on the node, e.g. /srv/worker",
+            )
         out["command"] = list(self.command)
         out["workdir"] = self.workdir
         out["env"] = env

@@ -16,7 +16,10 @@ def handler(job):
         raise ValueError("boom")
     if mode == "die":
         os._exit(9)
+    if mode == "refresh":  # RunPod's refresh_worker: this worker's process is replaced after the job
+        return {"refresh_worker": True, "pid": os.getpid()}
     return {
+        "pid": os.getpid(),
         "square": inp["x"] ** 2,
         "skip_checks": os.environ.get("RUNPOD_SKIP_AUTO_SYSTEM_CHECKS"),
         "pod": os.environ.get("RUNPOD_POD_ID"),

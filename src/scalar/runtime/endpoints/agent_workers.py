@@ -116,12 +116,20 @@ def new_worker_id() -> str:
 
 
 def worker_job_fields(
-    endpoint_id: str, worker_id: str, handler: str, flags: Sequence[str] = ()
+    endpoint_id: str,
+    worker_id: str,
+    handler: str,
+    flags: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """What a worker job run by an agent adds to the worker job's fields: its command and its credential."""
+    """What a worker job run by an agent adds to the worker job's fields: its command, the endpoint's
+    declared ``env`` (the job-env checks apply) and its credential."""
     return {
         "command": worker_command(endpoint_id, worker_id, handler, flags),
-        "env": {WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True}},
+        "env": {
+            **dict(env or {}),
+            WORKER_TOKEN_ENV: {"value": "swt_" + secrets.token_urlsafe(24), "secret": True},
+        },
     }
 
 

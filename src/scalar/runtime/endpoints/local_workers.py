@@ -6,6 +6,10 @@ yields go to ``on_chunk(request_id, outputs)`` as they come; ``finished()`` hand
 arrived (``lost`` when the process died under the request: the tick retries it, within
 ``max_request_retries``). ``stop(worker_id)`` kills the process (scale-down, a lost worker, a timed-out
 request, ``refresh_worker``).
+A handler process's environment is the endpoint spec's ``env`` over the few variables an interpreter needs
+(``HANDLER_BASE_ENV``), never the control plane's own (its database URL, provider keys...); the spec cannot
+set the loader's or the interpreter's variables here (``LD_*``, ``PYTHON*``...), as this process is not
+sandboxed.
 These are the workers not on an agent node; a worker whose job runs on a node agent is the agent's
 assignment and calls the controller itself (``agent_workers.py``).
 """
@@ -13,15 +17,36 @@ assignment and calls the controller itself (``agent_workers.py``).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ChunkSink = Callable[[str, list[Any]], None]
+
+HANDLER_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+"""What a handler process keeps of the control plane's environment: what the interpreter needs to run."""
+
+
+HOST_CONTROLLED_PREFIXES = ("LD_", "DYLD_", "PYTHON", "GCONV_")
+"""Variables that steer the loader or the interpreter: a handler process on the control plane's host (not
+sandboxed, unlike a job on a node agent) does not take them, nor ``HANDLER_BASE_ENV``, from a spec."""
+
+
+def handler_env(declared: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A handler process's environment: ``HANDLER_BASE_ENV`` of ``base`` (this process's), then the
+    endpoint's declared ``env`` over it, except what steers the loader or the interpreter."""
+    base = os.environ if base is None else base
+    allowed = {
+        k: v
+        for k, v in declared.items()
+        if k not in HANDLER_BASE_ENV and not k.startswith(HOST_CONTROLLED_PREFIXES)
+    }
+    return {**{k: base[k] for k in HANDLER_BASE_ENV if k in base}, **allowed}
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +60,9 @@ class Finished:
 
 
 class _Process:
-    def __init__(self, handler: str, cwd: Path | None, flags: Sequence[str] = ()) -> None:
+    def __init__(
+        self, handler: str, cwd: Path | None, flags: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> None:
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "scalar.runtime.endpoints.handler_process", handler, *flags],
             stdin=subprocess.PIPE,
@@ -43,6 +70,7 @@ class _Process:
             stderr=subprocess.DEVNULL,
             text=True,
             cwd=None if cwd is None else str(cwd),
+            env=handler_env(env or {}),
         )
         self.lock = threading.Lock()
         self.ready: bool | None = None
@@ -99,11 +127,12 @@ class LocalWorkers:
         request_id: str,
         job: dict[str, Any],
         flags: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         with self._lock:
             process = self._processes.get(worker_id)
             if process is None:
-                process = _Process(handler, self._cwd, flags)
+                process = _Process(handler, self._cwd, flags, env)
                 self._processes[worker_id] = process
         thread = threading.Thread(
             target=self._run,

@@ -59,6 +59,7 @@ class _Pass:
     local_starts: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     agent_room: dict[str, int] | None = None  # free GPUs on agent nodes not claimed yet (agent_workers.py)
     flags: list[str] = field(default_factory=list)  # the handler process's flags (handlerConfig)
+    env: dict[str, str] = field(default_factory=dict)  # the handler's declared environment (spec env)
 
 
 def worker_gpu_models(spec: ServerlessEndpoint) -> list[str]:
@@ -480,7 +481,7 @@ def _start_workers(
             submit = {**fields, **extra}
         elif handler is not None and agent_workers.take_room(room, spec.gpu_count):
             agent_worker_id = agent_workers.new_worker_id()
-            extra = agent_workers.worker_job_fields(row["id"], agent_worker_id, handler, p.flags)
+            extra = agent_workers.worker_job_fields(row["id"], agent_worker_id, handler, p.flags, p.env)
             submit = {**fields, **extra}
         try:
             job = svc.jobs.submit_job(submit)
@@ -524,7 +525,7 @@ def _tick_endpoint(
         worker_rows = repo.list_workers(tx.conn, endpoint_id, states=ACTIVE_STATES)
         running = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_PROGRESS.value)
         queued = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_QUEUE.value)
-    p = _Pass(flags=handler_flags(row))
+    p = _Pass(flags=handler_flags(row), env=dict(row["spec"].get("env") or {}))
     workers = {w["id"]: w for w in worker_rows}
     for w in worker_rows:
         _sync_worker(svc, spec, p, w, now)
@@ -570,7 +571,7 @@ def _write(
         for values in p.scaling:
             repo.record_scaling(tx.conn, endpoint_id, now, values)
     for worker_id, handler, job in started_local:
-        svc.local.start(worker_id, handler, job["id"], job, p.flags)
+        svc.local.start(worker_id, handler, job["id"], job, p.flags, p.env)
 
 
 # ---------------------------------------------------------------------------------------------- views

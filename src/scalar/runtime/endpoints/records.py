@@ -51,7 +51,8 @@ def ms_between(start: datetime | None, end: datetime | None) -> int | None:
 
 def request_status(row: dict[str, Any], now: datetime) -> dict[str, Any]:
     """RunPod's job status: ``id, status, delayTime, executionTime, output, error, workerId`` (ms), plus
-    Scalar's ``attempts`` and ``retries``."""
+    Scalar's ``attempts`` and ``retries``. A FAILED request shows ``output`` too when its worker sent one
+    with the error (tetra-rp reads a failed function's ``stdout`` there)."""
     status = RequestStatus(row["status"])
     started = row["started_at"]
     queued_until = started if started is not None else (row["finished_at"] or now)
@@ -66,8 +67,8 @@ def request_status(row: dict[str, Any], now: datetime) -> dict[str, Any]:
         body["executionTime"] = ms_between(started, row["finished_at"] or now)
     if row["worker_id"] is not None:
         body["workerId"] = row["worker_id"]
-    if status is RequestStatus.COMPLETED:
-        body["output"] = row["output"]
+    if status is RequestStatus.COMPLETED or (status is RequestStatus.FAILED and row["output"] is not None):
+        body["output"] = row["output"]  # a failed request keeps what its worker sent beside the error
     if row["error"]:
         body["error"] = row["error"]
     return body

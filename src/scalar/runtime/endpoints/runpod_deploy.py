@@ -1,4 +1,5 @@
-"""Export an endpoint spec to RunPod: ``saveEndpoint`` with ``gpuIds`` and ``allowedCudaVersions``."""
+"""Export an endpoint spec to RunPod: ``saveEndpoint`` with ``gpuIds``, ``allowedCudaVersions`` and the
+template (image, ``env`` as RunPod's key/value list, ``containerDiskInGb``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from scalar.providers.runpod import RunPodProvider
 
 
 def runpod_endpoint_input(spec: Mapping[str, Any], remote_id: str | None = None) -> dict[str, Any]:
-    """RunPod's ``EndpointInput`` for a normalized spec (``wire.endpoints.endpoint_to_json``)."""
+    """RunPod's ``EndpointInput`` for a normalized spec (``wire.endpoints.endpoint_to_json``) with its stored
+    ``env`` and ``containerDiskInGb`` (``EndpointSpecFile.worker_fields``)."""
+    template: dict[str, Any] = {"name": f"{spec['name']}__template", "imageName": spec["imageName"]}
+    env = spec.get("env") or {}
+    if env:
+        template["env"] = [{"key": key, "value": str(value)} for key, value in env.items()]
+    if spec.get("containerDiskInGb") is not None:
+        template["containerDiskInGb"] = spec["containerDiskInGb"]
     fields: dict[str, Any] = {
         "name": spec["name"],
         "gpuIds": spec["gpuIds"],
@@ -23,7 +31,7 @@ def runpod_endpoint_input(spec: Mapping[str, Any], remote_id: str | None = None)
         "scalerValue": spec["scalerValue"],
         "executionTimeoutMs": spec["executionTimeoutMs"],
         "locations": spec.get("locations") or None,
-        "template": {"name": f"{spec['name']}__template", "imageName": spec["imageName"]},
+        "template": template,
     }
     if remote_id is not None:
         fields["id"] = remote_id

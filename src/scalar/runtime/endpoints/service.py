@@ -219,6 +219,11 @@ class EndpointService:
                 merged.pop(dev_field, None)
         if "imageName" in changes and "template" not in changes:
             merged.pop("template", None)
+        template = changes.get("template")
+        if isinstance(template, Mapping):  # a new template's image, env and disk replace the stored ones
+            for key in ("imageName", "env", "containerDiskInGb"):
+                if template.get(key) is not None and key not in changes:
+                    merged.pop(key, None)
         merged.update(changes)
         if row["handler"] is not None and "handler" not in changes:
             merged["handler"] = row["handler"]
