@@ -28,6 +28,7 @@ from itertools import chain
 from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.offers import Offer
+from scalar.domain.packing_scalar import job_shape
 from scalar.domain.reasons import Reason
 from scalar.engine import costs as cost_accounting
 from scalar.engine import queries
@@ -156,6 +157,7 @@ class Controller:
             state.move_job(rec, JobState.REJECTED, Reason("invalid_spec", f"job {job_id} refused: {message}"))
             return
         state.arrivals.setdefault(job.tier, deque()).append(state.at)  # the arrival forecast (housekeeping)
+        state.shapes.observe(job_shape(job))  # the packer's online prior: jobs seen so far, never later ones
         state.move_job(
             rec,
             JobState.PENDING,
