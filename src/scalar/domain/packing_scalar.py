@@ -100,7 +100,9 @@ def per_gpu_milli(shape: Shape, gpu_size: int) -> int:
     return -(-GPU_MILLI * shape.need // gpu_size)
 
 
-def typical_of(weights: Mapping[tuple[int, int, int, tuple[str, ...]], int], threshold: float) -> list[Typical]:
+def typical_of(
+    weights: Mapping[tuple[int, int, int, tuple[str, ...]], int], threshold: float
+) -> list[Typical]:
     """The heaviest shapes ``(cpu, milli, num_gpu, models) -> weight`` covering ``threshold`` of the total
     weight (ties: larger shape first)."""
     ranked = sorted(weights.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1], kv[0][2], "|".join(kv[0][3])))
@@ -219,9 +221,6 @@ class Prior:
         return cls(weights)
 
 
-
-
-
 @dataclass(slots=True)
 class ShapeWindow:
     """The online prior: the shapes of the jobs seen so far in a decaying window (see the module doc).
@@ -244,7 +243,9 @@ class ShapeWindow:
         self.seen[shape] = self.seen.get(shape, 0.0) + grow
         if self.arrived < self.next_learn:
             return False
-        self.next_learn = self.next_learn * 2 if self.next_learn < RELEARN_EVERY else self.next_learn + RELEARN_EVERY
+        self.next_learn = (
+            self.next_learn * 2 if self.next_learn < RELEARN_EVERY else self.next_learn + RELEARN_EVERY
+        )
         scale = 2.0 ** (-(self.arrived - self.base) / HALF_LIFE)
         self.seen = {k: w * scale for k, w in self.seen.items()}
         self.base = self.arrived
@@ -288,7 +289,9 @@ def stranded(scale: Scale, view: NodeView) -> float:
     return max(by_cpu, by_mem, 0.0)
 
 
-def score_after(scale: Scale, before: NodeView, after: NodeView, hole: tuple[int, int] | None = None) -> float:
+def score_after(
+    scale: Scale, before: NodeView, after: NodeView, hole: tuple[int, int] | None = None
+) -> float:
     """The score (in ``STEP`` ticks, a whole number) of turning ``before`` into ``after``; ``hole`` is
     ``(idle milli of the shared GPU before, after)`` for a job sharing a GPU."""
     change = stranded(scale, after) - stranded(scale, before)

@@ -68,13 +68,16 @@ class ScalarPolicy(Policy):
         super().bind(state, tie, rng)
         self._specs: dict[int, tuple[str, ...]] = {}
         self.window = ShapeWindow()
+        self._last_arrived = -1
         if self.prior == "list":
             self._learn(self._list_scale())  # online: learnt at the first pod (nothing is known before it)
 
     def _list_scale(self) -> Scale:
         """The prior of the whole pod list: its typical pods and its shapes' counts."""
         st = self.state
-        typical = [Typical(t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec, t.count) for t in st.frag_model.typical]
+        typical = [
+            Typical(t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec, t.count) for t in st.frag_model.typical
+        ]
         cpu, mem, num, milli = st.shapes.arrays()
         weight = st.shapes.weights()
         rows = zip(cpu.tolist(), mem.tolist(), num.tolist(), milli.tolist(), weight.tolist(), strict=True)
@@ -119,8 +122,10 @@ class ScalarPolicy(Policy):
             self._update_features(node)
         self._reset_cache()
 
-    def _observe(self, pod: Pod) -> None:
-        """Count an arriving pod into the online prior (never a pod that has not arrived yet)."""
+    def arrived(self, pod: Pod) -> None:
+        """Count an arriving pod into the online prior (never a pod that has not arrived yet), whether or
+        not it will fit: the controller counts every job submitted."""
+        self._last_arrived = pod.index
         if self.prior == "list":
             return
         spec = self._specs.get(pod.spec_id)
@@ -295,7 +300,8 @@ class ScalarPolicy(Policy):
 
     # --- policy -----------------------------------------------------------------------------------
     def choose(self, pod: Pod, nodes: IntArray) -> tuple[int, list[int]]:
-        self._observe(pod)
+        if pod.index != self._last_arrived:  # a caller that does not announce arrivals
+            self.arrived(pod)
         if pod.shape >= self.n_shapes:
             self._build_shape_tables()
             self._reset_cache()
