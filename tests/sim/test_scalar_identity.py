@@ -194,7 +194,7 @@ def test_the_controller_and_the_simulator_choose_the_same_node_for_every_job(see
     sim = [n for n, _ in drive(bind("scalar", state), state, views)]
     engine, ctl, log = controller_choices(nodes, pods)
     assert engine == sim
-    assert sum(1 for n in sim if n >= 0) > 20  # the stream placed jobs, not only failures
+    assert sum(1 for n in sim if n >= 0) >= 10  # the stream placed jobs, not only failures
     # the controller's prior is the simulator's: the same shapes, the same weights, bit for bit
     window = ShapeWindow()
     for p in views:

@@ -34,6 +34,8 @@ simulator's pods ask GPU milli directly (``gpu_size`` 1000). Whole-GPU jobs have
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,10 @@ POPULARITY = 0.95
 HALF_LIFE = 4096
 RELEARN_EVERY = 512
 WEIGHT_SCALE = 1024
+# A shape not seen for 20 half-lives (weight below 2^-20 of a new job's) is forgotten at the next relearn,
+# so the window stays as small as the recent mix, however long the controller runs.
+FORGET_BELOW = 2.0**-20
+FRAG_CACHE = 65_536  # node states whose fragmentation a prior remembers (then it starts over)
 # The seed's expiry term (weight 0.3 of a score whose 1.0 is a full node) in this score's ticks: 0.3 of a
 # whole GPU (100 ticks), subtracted times the seed's ``expiry_penalty`` (0 when the node outlives the job
 # twice over; Protocol A's static cluster never expires).
@@ -155,10 +161,28 @@ class Scale:
     cpu_gpu: float  # idle GPU milli one milli-core feeds (inf: the jobs need no CPU)
     mem_gpu: float  # idle GPU milli one MiB feeds (inf: the jobs need no memory)
     hole_waste: list[float]
+    # The GPU typical pods grouped for :func:`frag_scaled`: per (milli, models, num_gpu), their CPU needs
+    # ascending and the running sums of their weights (integers: exact).
+    groups: list[tuple[int, tuple[str, ...], int, list[int], list[int]]] = field(default_factory=list)
+    thresholds: list[int] = field(default_factory=list)
+    _frag: dict[NodeView, float] = field(default_factory=dict)
 
-    @property
-    def gpu_typical(self) -> list[Typical]:
-        return [t for t in self.typical if t.num_gpu > 0 and t.milli > 0]
+    def __post_init__(self) -> None:
+        by_group: dict[tuple[int, tuple[str, ...], int], dict[int, int]] = {}
+        for t in self.typical:
+            if t.num_gpu > 0 and t.milli > 0:
+                cpus = by_group.setdefault((t.milli, t.models, t.num_gpu), {})
+                cpus[t.cpu] = cpus.get(t.cpu, 0) + t.weight
+        self.groups = []
+        for (milli, models, num), cpus in sorted(by_group.items()):
+            levels = sorted(cpus)
+            running = []
+            total = 0
+            for cpu in levels:
+                total += cpus[cpu]
+                running.append(total)
+            self.groups.append((milli, models, num, levels, running))
+        self.thresholds = sorted({g[0] for g in self.groups})
 
 
 def make_scale(typical: list[Typical], rows: Iterable[tuple[int, int, int, int, float]]) -> Scale:
@@ -247,7 +271,7 @@ class ShapeWindow:
             self.next_learn * 2 if self.next_learn < RELEARN_EVERY else self.next_learn + RELEARN_EVERY
         )
         scale = 2.0 ** (-(self.arrived - self.base) / HALF_LIFE)
-        self.seen = {k: w * scale for k, w in self.seen.items()}
+        self.seen = {k: w * scale for k, w in self.seen.items() if w * scale >= FORGET_BELOW}
         self.base = self.arrived
         self.prior = Prior(dict(self.seen))
         self.learnt += 1
@@ -262,22 +286,38 @@ def _fits_model(models: tuple[str, ...], model: str | None) -> bool:
 
 
 def frag_scaled(scale: Scale, view: NodeView) -> float:
-    """The node's fragmentation times ``scale.weight_total`` (exact: integer-valued)."""
+    """The node's fragmentation times ``scale.weight_total`` (exact: integer-valued).
+
+    ``idle * W - sum over the GPU typical pods t the node can host of w_t * A(m_t)``, with ``A(m)`` the idle
+    milli on GPUs with at least ``m`` idle; a pod fits when its model is allowed, CPU is left for it and
+    ``num_gpu`` GPUs have ``m_t`` idle. Computed per group of typical pods (same milli, models and GPU
+    count; their CPU needs sorted), and remembered per node state."""
+    cached = scale._frag.get(view)
+    if cached is not None:
+        return cached
     gpus = view.gpus
     idle = sum(gpus)
-    used = 0.0
-    for t in scale.typical:
-        if t.num_gpu == 0 or t.milli == 0 or view.cpu < t.cpu or not _fits_model(t.models, view.model):
-            continue
-        count = 0
-        amount = 0
+    amount: dict[int, tuple[int, int]] = {}
+    for m in scale.thresholds:
+        count = total = 0
         for g in gpus:
-            if g >= t.milli:
+            if g >= m:
                 count += 1
-                amount += g
-        if count >= t.num_gpu:
-            used += amount * t.weight
-    return idle * scale.weight_total - used
+                total += g
+        amount[m] = (count, total)
+    used = 0
+    for milli, models, num, levels, running in scale.groups:
+        count, total = amount[milli]
+        if count < num or not total or not _fits_model(models, view.model):
+            continue
+        reach = bisect.bisect_right(levels, view.cpu)
+        if reach:
+            used += total * running[reach - 1]
+    result = idle * scale.weight_total - used
+    if len(scale._frag) >= FRAG_CACHE:
+        scale._frag.clear()
+    scale._frag[view] = result
+    return result
 
 
 def stranded(scale: Scale, view: NodeView) -> float:
@@ -355,6 +395,7 @@ def _mib(gb: float) -> int:
     return round(gb * MIB_PER_GB)
 
 
+@functools.lru_cache(maxsize=4096)  # pure: equal jobs, equal shapes
 def job_shape(job: Job) -> Shape:
     """The shape of a controller job: CPU in milli-cores, memory and a shared GPU's memory in MiB."""
     need = _mib(job.vram_per_gpu_gb) if job.share_gpu and job.gpu_count > 0 else None
@@ -362,6 +403,7 @@ def job_shape(job: Job) -> Shape:
     return Shape(round(job.cpu_cores * 1000), _mib(job.ram_gb), job.gpu_count, need, models)
 
 
+@functools.lru_cache(maxsize=4096)  # pure: equal nodes, equal views
 def node_view(node: Node) -> NodeView:
     """A controller node as the score sees it: a GPU held whole is 0 idle milli, a free or shared one its
     free memory in milli of the block's per-GPU memory (rounded down)."""
