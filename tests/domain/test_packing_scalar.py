@@ -37,7 +37,13 @@ def test_a_shape_not_seen_for_20_half_lives_is_forgotten() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.sampled_from([WHOLE, HALF, Shape(2_000, 4_096, 0), Shape(16_000, 65_536, 2)]), min_size=1, max_size=80))
+@given(
+    st.lists(
+        st.sampled_from([WHOLE, HALF, Shape(2_000, 4_096, 0), Shape(16_000, 65_536, 2)]),
+        min_size=1,
+        max_size=80,
+    )
+)
 def test_the_prior_reads_only_the_jobs_seen_so_far(shapes: list[Shape]) -> None:
     """Two windows fed the same first jobs hold the same prior, whatever comes after."""
     a, b = ShapeWindow(), ShapeWindow()
@@ -62,7 +68,11 @@ def test_a_sharing_job_goes_next_to_the_job_that_leaves_the_smallest_dead_hole()
     # one GPU next to a 650-milli job (350 idle), one next to a 470 (530 idle); a 320-milli job leaves 30
     # on the first, 210 on the second, which only rare tiny jobs fill
     prior = Prior(
-        {Shape(1_000, 1_024, 1, 320): 10.0, Shape(1_000, 1_024, 1, 650): 10.0, Shape(1_000, 1_024, 1, 100): 0.2}
+        {
+            Shape(1_000, 1_024, 1, 320): 10.0,
+            Shape(1_000, 1_024, 1, 650): 10.0,
+            Shape(1_000, 1_024, 1, 100): 0.2,
+        }
     )
     scale = prior.at(1000)
     view = NodeView((350, 530, 0, 0), 64_000, 262_144, "GA")
