@@ -48,6 +48,7 @@ CODE_PATHS = (
     "src/scalar/sim/metrics.py",
     "src/scalar/sim/protocol_a.py",
     "src/scalar/sim/policies",
+    "src/scalar/domain/packing_scalar.py",
 )
 LISTS = (
     "default",

@@ -136,6 +136,11 @@ def test_the_environment_and_flags_override_the_file(tmp_path: Path) -> None:
             "make min_slices <= max_slices",
         ),
         ("[controller]\nspeed = 1\n", "[controller].speed", "unknown setting"),
+        (
+            '[controller]\npacking_score = "fgd"\n',
+            "[controller].packing_score",
+            "use one of 'scalar', 'seed'",
+        ),
         ("[loops\n", "(file)", "not valid TOML"),
     ],
 )

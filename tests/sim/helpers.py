@@ -53,6 +53,7 @@ def drive(chooser: Policy, state: ClusterState, pods: Sequence[Pod]) -> list[tup
     """Place ``pods`` in order; (-1, ()) for a pod that fits nowhere."""
     out: list[tuple[int, tuple[int, ...]]] = []
     for p in pods:
+        chooser.arrived(p)
         feasible = state.feasible(p)
         if len(feasible) == 0:
             out.append((-1, ()))

@@ -27,6 +27,7 @@ from enum import StrEnum
 
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.packing_model import Job, Node, nodes_by_id
+from scalar.domain.packing_scalar import EXPIRY_TICKS, Prior, score_job
 from scalar.domain.packing_score import (
     SCORE_TIE_DIGITS,
     SEED_WEIGHTS,
@@ -137,8 +138,12 @@ def evaluate_node(
     *,
     safety_margin_sec: float = BIN_PACK_SAFETY_MARGIN_SEC,
     weights: ScoreWeights = SEED_WEIGHTS,
+    prior: Prior | None = None,
 ) -> NodeEvaluation:
-    """Run the filters on one node; if it passes, pick its GPUs and score them."""
+    """Run the filters on one node; if it passes, pick its GPUs and score them.
+
+    With a ``prior`` the score is Scalar's (``scalar.domain.packing_scalar``) less the seed's expiry term
+    (``EXPIRY_TICKS`` x ``expiry_penalty``); without, the seed's four terms."""
     if node.tier != job.tier:
         return NodeEvaluation(
             node,
@@ -220,6 +225,17 @@ def evaluate_node(
     fit = fit_gpus(job, node)
     if fit.indices is None:
         return NodeEvaluation(node, _gpu_shortage(job, node, fit.usable, fit.held, fit.too_small))
+    if prior is not None:
+        ticks, indices = score_job(prior, job, node, fit.indices)
+        expiry = expiry_penalty(time_left, job.expected_duration_sec)
+        terms = ScoreBreakdown(
+            utilization_after(fit.total_vram_gb, fit.used_vram_gb, job),
+            fragmentation(indices),
+            expiry,
+            0.0,
+            ticks - EXPIRY_TICKS * expiry,
+        )
+        return NodeEvaluation(node, None, indices, terms)
     breakdown = combine(
         utilization_after(fit.total_vram_gb, fit.used_vram_gb, job),
         fragmentation(fit.indices),
@@ -274,14 +290,18 @@ def schedule_job(
     *,
     safety_margin_sec: float = BIN_PACK_SAFETY_MARGIN_SEC,
     weights: ScoreWeights = SEED_WEIGHTS,
+    prior: Prior | None = None,
 ) -> PlacementDecision:
-    """Place ``job`` on the best of ``nodes`` at time ``now`` (UTC-aware), or say what capacity to get."""
+    """Place ``job`` on the best of ``nodes`` at time ``now`` (UTC-aware), or say what capacity to get.
+
+    ``prior``: score with Scalar's score and this prior (the controller's default); ``None``: seed 001's."""
     if now.tzinfo is None or now.utcoffset() is None:
         raise InvalidSpecError("now", f"{now.isoformat()} has no time zone", "pass a UTC-aware datetime")
     if len({node.id for node in nodes}) != len(nodes):
         nodes_by_id(nodes)  # raises, naming the repeated id
     evaluations = [
-        evaluate_node(job, node, now, safety_margin_sec=safety_margin_sec, weights=weights) for node in nodes
+        evaluate_node(job, node, now, safety_margin_sec=safety_margin_sec, weights=weights, prior=prior)
+        for node in nodes
     ]
     candidates = [e for e in evaluations if e.reason is None]
     best = min(candidates, key=_rank_of(job)) if candidates else None

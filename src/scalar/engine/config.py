@@ -125,6 +125,11 @@ def _default_tiers() -> dict[Tier, TierConfig]:
     return {Tier.FAST: TierConfig(None), Tier.FLEX: TierConfig(DEFAULT_FLEX_CAP)}
 
 
+SCALAR_SCORE = "scalar"
+SEED_SCORE = "seed"
+PACKING_SCORES = (SCALAR_SCORE, SEED_SCORE)
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     """Everything the controller decides with. Times in seconds.
@@ -146,6 +151,10 @@ class ControllerConfig:
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
     - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
       routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
+    - ``packing_score``: how a job's node is chosen among those that pass the packer's filters: ``"scalar"``
+      (fragmentation, CPU/RAM stranding and the seed's expiry term, its prior learnt online from the jobs
+      submitted so far; the policy ``scalar simulate fgd --policy scalar`` runs) or ``"seed"`` (seed 001's
+      score).
     """
 
     scale_groups: tuple[ScaleGroupConfig, ...] = (ScaleGroupConfig(),)
@@ -169,6 +178,7 @@ class ControllerConfig:
     # The hours a published spot interruption rate is the probability of an interruption in (the Spot
     # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
     interruption_period_hours: float = 730.0
+    packing_score: str = SCALAR_SCORE
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):
@@ -219,6 +229,12 @@ class ControllerConfig:
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
         if not isinstance(self.routing_memo, bool):
             raise ConfigError("routing_memo", f"must be true or false, got {self.routing_memo!r}")
+        if self.packing_score not in PACKING_SCORES:
+            raise ConfigError(
+                "packing_score",
+                f"unknown packing score {self.packing_score!r}",
+                f"use one of {', '.join(repr(s) for s in PACKING_SCORES)}",
+            )
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.tiers[tier].max_price_per_gpu_hour

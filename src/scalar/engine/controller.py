@@ -28,6 +28,7 @@ from itertools import chain
 from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.offers import Offer
+from scalar.domain.packing_scalar import job_shape
 from scalar.domain.reasons import Reason
 from scalar.engine import costs as cost_accounting
 from scalar.engine import queries
@@ -161,6 +162,7 @@ class Controller:
         forget_before = state.at - FORECAST_WINDOW
         while state.arrived_jobs and state.arrived_jobs[0][0] <= forget_before:
             state.arrived_jobs.popleft()
+        state.shapes.observe(job_shape(job))  # the packer's online prior: jobs seen so far, never later ones
         state.move_job(
             rec,
             JobState.PENDING,

@@ -1,4 +1,4 @@
-"""Seed 001's placement over many nodes at once: nodes the packer cannot tell apart are scored once.
+"""The packer's placement over many nodes at once: nodes the packer cannot tell apart are scored once.
 
 ``schedule_job`` evaluates every node for every job, O(jobs x nodes): 10,000 jobs on 1,000 nodes took
 over 20 s. But the packer reads only a node's block (model, provider, CPU/RAM size, end time), tier, CPU
@@ -32,6 +32,7 @@ from scalar.domain.packing import (  # the packer's own wording, reused as is
     rejection_of,
 )
 from scalar.domain.packing_model import Job, Node
+from scalar.domain.packing_scalar import Prior
 from scalar.engine.state import RejectionCount
 
 ClassKey = tuple[object, ...]
@@ -79,15 +80,19 @@ class NodeClasses:
             del self.members[old]
         self._add(node, reserved_for)
 
-    def schedule(self, job: Job, now: datetime, safety_margin_sec: float) -> ClassPlacement:
-        """Exactly ``schedule_job(job, allowed nodes, now)``: the nodes held for other jobs left out."""
+    def schedule(
+        self, job: Job, now: datetime, safety_margin_sec: float, prior: Prior | None = None
+    ) -> ClassPlacement:
+        """Exactly ``schedule_job(job, allowed nodes, now, prior=prior)``: the nodes held for other jobs
+        left out. (Scalar's score, like the seed's, reads only what :func:`node_key` holds.)"""
         classes: list[tuple[list[str], NodeEvaluation]] = []
         for key, members in self.members.items():
             held_for = key[-1]
             if held_for is not None and job.id not in held_for:  # type: ignore[operator]
                 continue
             rep = self.nodes[members[0]]
-            classes.append((members, evaluate_node(job, rep, now, safety_margin_sec=safety_margin_sec)))
+            evaluation = evaluate_node(job, rep, now, safety_margin_sec=safety_margin_sec, prior=prior)
+            classes.append((members, evaluation))
         best: tuple[list[str], NodeEvaluation] | None = None
         best_rank: RankKey | None = None
         for entry in classes:

@@ -1,7 +1,9 @@
-"""The scheduling pass: pending jobs, in queue order, onto READY nodes (seed 001's packer).
+"""The scheduling pass: pending jobs, in queue order, onto READY nodes.
 
 Jobs are tried in ``order_pending`` order (priority higher first, then arrival). Each goes through
-``schedule_job`` over the READY nodes; a placement is booked with the domain's ``book_job`` (which
+``schedule_job`` over the READY nodes, scored with Scalar's score (``domain.packing_scalar``, its prior
+learnt from the jobs submitted so far: ``ClusterState.shapes``) or, with ``packing_score = "seed"``, seed
+001's; a placement is booked with the domain's ``book_job`` (which
 re-checks every resource, so nothing is ever double-booked) and becomes a ``StartWork``. A job that no
 single node can hold (more GPUs than any READY node of its tier has) is placed as a *gang*: on ``k``
 whole free nodes of one block, all of them or none.
@@ -32,7 +34,7 @@ from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
 from scalar.engine.actions import StartWork, WorkPlacement
 from scalar.engine.agents import NEEDS_AGENT_NODE
-from scalar.engine.config import ControllerConfig
+from scalar.engine.config import SCALAR_SCORE, ControllerConfig
 from scalar.engine.groups import gang_parts
 from scalar.engine.lifecycle import JobState
 from scalar.engine.packing_classes import NodeClasses
@@ -61,6 +63,8 @@ class _Pass:
         self.config = config
         self.now = now
         self.margin = config.safety_margin_s
+        # Scalar's score with the prior learnt from the jobs submitted so far, or seed 001's (``None``).
+        self.prior = state.shapes.prior if config.packing_score == SCALAR_SCORE else None
         ready = [
             rec
             for rec in state.nodes.values()
@@ -117,7 +121,7 @@ class _Pass:
         # schedule_job over the nodes not held for other jobs, each class of identical nodes scored once
         on_agents = bool(rec.spec.command)
         classes = self.agent_classes if on_agents else self.classes
-        placement = classes.schedule(job, self.now, self.margin)
+        placement = classes.schedule(job, self.now, self.margin, self.prior)
         decision = placement.decision
         if decision.placed and decision.node_id is not None:
             if self.place(rec, job, ((decision.node_id, job, decision.gpu_indices),), decision.reason):

@@ -16,6 +16,7 @@ from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
 from scalar.domain.offers import Offer
 from scalar.domain.packing_apply import book_job, release_job
 from scalar.domain.packing_model import Block, Job, Node
+from scalar.domain.packing_scalar import ShapeWindow
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import RoutingDecision
 from scalar.domain.tier import Tier
@@ -244,6 +245,9 @@ class ClusterState:
         self.last_routing_at: datetime | None = None
         self.unmet: tuple[UnmetDemandView, ...] = ()
         self.pending_ids: dict[str, None] = {}
+        # The shapes of the jobs submitted so far (valid ones, in submission order): the online prior of
+        # the packer's score (domain.packing_scalar), rebuilt exactly by replaying the events.
+        self.shapes = ShapeWindow()
         self.live_slice_ids: dict[str, None] = {}
         self.outbox: list[Action] = []
         # Something may now fit that did not at the last scheduling pass (see scheduler.schedule).

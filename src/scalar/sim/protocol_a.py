@@ -132,6 +132,7 @@ def run_once(
     for step, index in enumerate(workload.order):
         pod = views[index]
         arrived += pod.total_milli
+        chooser.arrived(pod)
         feasible = state.feasible(pod)
         if len(feasible) == 0:
             failed += 1

@@ -55,5 +55,9 @@ class Policy(ABC):
     def choose(self, pod: Pod, nodes: IntArray) -> tuple[int, list[int]]:
         """Among the feasible ``nodes`` (non-empty), the node to use and the GPU indices on it."""
 
+    def arrived(self, pod: Pod) -> None:  # noqa: B027 - optional hook
+        """Called for every arriving pod, before its feasible nodes are known (also for a pod that fits
+        nowhere): policies that learn from the pods seen so far count it here."""
+
     def placed(self, pod: Pod, node: int) -> None:  # noqa: B027 - optional hook
         """Called after the state changed; policies with their own caches update them here."""

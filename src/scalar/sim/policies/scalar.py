@@ -1,31 +1,17 @@
-"""Scalar's own placement policy for GPU-sharing clusters (the simulator's default).
+"""Scalar's placement policy (the simulator's default): the score of ``scalar.domain.packing_scalar``.
 
-A pod goes to the node (and, for a pod sharing a GPU, the GPU) with the highest score
-
-    score = frag_gain - LAMBDA * strand_change - NU * hole_change          (GPU milli, rounded down to STEP)
-
-* ``frag_gain``: FGD's gradient, the decrease of the node's fragmentation measured against the workload's
-  typical pods (``scalar.sim.fragmentation``).
-* ``strand_change``: growth of the idle GPU milli the node can no longer feed with CPU or memory.
-  ``stranded = max(0, idle - cpu_left / cpu_per_gpu, idle - mem_left / mem_per_gpu)`` where the per-GPU
-  needs are those of the workload's GPU pods (total CPU and memory over total GPUs requested). A decrease
-  counts ``RHO`` times (putting a light pod where CPU is short is good; starving a node is worse).
-  FGD only sees CPU when a single typical pod no longer fits; this sees it coming, which keeps CPU-heavy
-  pods (CPU-only ones above all) off GPU nodes that need their cores for their GPUs.
-* ``hole_change``: for a pod sharing a GPU, the change of the expected *dead* leftover of that GPU,
-  ``hole_waste(idle - milli) - hole_waste(idle)``. ``hole_waste(h)`` is the milli a hole of ``h`` is
-  expected to keep unused when pods keep arriving from the workload's per-GPU size mix, each fitting pod
-  landing in it at rate ``HOLE_RATE`` x its frequency against one "end" event: so a 320-milli pod goes
-  next to a 650 (leaving 30) rather than next to a 470 (leaving 210, which only rare tiny pods fill).
-
-All three terms depend on the node's state only, so scores are cached per (pod shape, node): a pod only
-rescores the feasible nodes changed since its shape was last scored (in plain Python when they are few,
-with numpy otherwise; both give the same numbers, bit for bit). Ties go to the run's tie-break; among a
-node's GPUs with the best score, the tightest one (then the first by index) is used.
+The score, its prior and its constants are the domain's, the same code the controller places with
+(``[controller] packing_score = "scalar"``); see that module for the formula. What lives here are its fast
+paths for Protocol A's thousands of nodes: scores are cached per (pod shape, node) and a pod only rescores
+the feasible nodes changed since its shape was last scored, in plain Python from precomputed tables when
+they are few, with numpy otherwise. Both give the domain's numbers bit for bit
+(``tests/sim/test_scalar_identity.py``). Ties go to the run's tie-break; among a node's GPUs with the best
+score, the tightest one (then the first by index) is used.
 
 The weights were chosen on the default trace (seeds 42..51) and checked on all 17 pod lists
-(docs/simulator.md); the typical-pod fragmentation, CPU/memory per GPU and the size mix all come from the
-pod list itself, so nothing is specific to one trace.
+(docs/simulator.md). ``scalar`` learns its prior online from the pods seen so far (what the controller can
+know); ``scalar-list`` reads it from the whole pod list up front (the future), kept to measure what that is
+worth.
 """
 
 from __future__ import annotations
@@ -36,65 +22,37 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scalar.sim.fragmentation import DEFAULT_POPULARITY, FragModel, TypicalPod
+from scalar.domain.packing_scalar import (
+    GPU_MILLI,
+    HOLE_RATE,
+    LAMBDA,
+    NU,
+    RHO,
+    STEP,
+    Scale,
+    Shape,
+    ShapeWindow,
+    Typical,
+    make_scale,
+)
+from scalar.sim.fragmentation import FragModel, TypicalPod
 from scalar.sim.policies.base import Policy, TieBreak
-from scalar.sim.state import ClusterState, FloatArray, IntArray, Pod
-from scalar.sim.traces import GPU_MILLI
+from scalar.sim.state import ClusterState, IntArray, Pod
 
-LAMBDA = 2.0
-RHO = 0.5
-NU = 1.0
-HOLE_RATE = 30.0
-STEP = 10.0
+__all__ = ["HOLE_RATE", "ScalarListPolicy", "ScalarPolicy", "shape_of"]
+
 # Stale (shape, node) batches up to this size are scored in plain Python (cheaper than numpy's overhead).
 SMALL_BATCH = 8
 # Up to this many placements since a shape was last scored, the changed nodes are checked one by one.
 LOG_SCAN_LIMIT = 32
 
 NEG = -np.inf
-# The online prior: pods seen so far, each weighing 2^(-age / HALF_LIFE) (age in pods), relearned after
-# 1, 2, 4, ... pods and then every RELEARN_EVERY pods. Weights are kept as integers (WEIGHT_SCALE per pod)
-# so fragmentation stays exact integer arithmetic in float64, as with the whole-list prior.
-HALF_LIFE = 4096
-RELEARN_EVERY = 512
-WEIGHT_SCALE = 1024
 
 
-def hole_waste_table(sizes: IntArray, weights: FloatArray, rate: float = HOLE_RATE) -> FloatArray:
-    """Expected dead leftover of a GPU hole of ``h`` milli, for h in 0..1000.
-
-    ``w(h) = (h + sum_{s<=h} r p_s w(h - s)) / (1 + sum_{s<=h} r p_s)`` with ``p_s`` the share of per-GPU
-    demand ``s`` among GPU pods: the hole ends as it is with weight 1, or first receives a fitting pod.
-    """
-    waste = np.zeros(GPU_MILLI + 1)
-    total = float(weights.sum())
-    if total <= 0:
-        waste[:] = np.arange(GPU_MILLI + 1)
-        return waste
-    rate_of = rate * weights / total
-    for h in range(GPU_MILLI + 1):
-        fits = (sizes <= h) & (sizes > 0)
-        r = rate_of[fits]
-        waste[h] = (h + float((r * waste[h - sizes[fits]]).sum())) / (1.0 + float(r.sum()))
-    return waste
-
-
-def typical_of(
-    weights: dict[tuple[int, int, int, tuple[str, ...]], int], threshold: float
-) -> list[TypicalPod]:
-    """``typical_pods`` over weighted shapes ``(cpu_milli, gpu_milli, num_gpu, gpu_spec) -> weight``: the
-    heaviest shapes covering ``threshold`` of the total weight (ties: larger shape first)."""
-    ranked = sorted(weights.items(), key=lambda kv: (kv[1], kv[0][0], kv[0][1], kv[0][2], "|".join(kv[0][3])))
-    ranked.reverse()
-    need = threshold * sum(weights.values())
-    chosen: list[TypicalPod] = []
-    cumulative = 0
-    for (cpu, milli, num, spec), weight in ranked:
-        if cumulative >= need or weight <= 0:
-            break
-        chosen.append(TypicalPod(cpu, milli, num, spec, weight))
-        cumulative += weight
-    return chosen
+def shape_of(pod: Pod, spec: tuple[str, ...]) -> Shape:
+    """The domain's shape of a Protocol A pod (its GPU share is in milli of a GPU: ``gpu_size`` 1000)."""
+    need = pod.milli if pod.num_gpu > 0 and pod.milli < GPU_MILLI else None
+    return Shape(pod.cpu, pod.mem, pod.num_gpu, need, spec)
 
 
 class ScalarPolicy(Policy):
@@ -109,26 +67,34 @@ class ScalarPolicy(Policy):
     def bind(self, state: ClusterState, tie: TieBreak, rng: np.random.Generator) -> None:
         super().bind(state, tie, rng)
         self._specs: dict[int, tuple[str, ...]] = {}
-        self._seen: dict[tuple[int, int, int, tuple[str, ...]], float] = {}  # pod shape -> decayed weight
-        self._seen_shape = np.zeros(0)  # per sim shape id: decayed weight
-        self._arrived = 0
-        self._arrived_base = 0  # weights are in units where a pod arriving then weighs 1
-        self._next_learn = 1
+        self.window = ShapeWindow()
+        self._last_arrived = -1
         if self.prior == "list":
-            self._learn()  # online: learnt at the first pod (nothing is known before it)
+            self._learn(self._list_scale())  # online: learnt at the first pod (nothing is known before it)
 
-    def _learn(self) -> None:
+    def _list_scale(self) -> Scale:
+        """The prior of the whole pod list: its typical pods and its shapes' counts."""
+        st = self.state
+        typical = [
+            Typical(t.cpu_milli, t.gpu_milli, t.num_gpu, t.gpu_spec, t.count) for t in st.frag_model.typical
+        ]
+        cpu, mem, num, milli = st.shapes.arrays()
+        weight = st.shapes.weights()
+        rows = zip(cpu.tolist(), mem.tolist(), num.tolist(), milli.tolist(), weight.tolist(), strict=True)
+        return make_scale(typical, rows)
+
+    def _learn(self, scale: Scale) -> None:
         """(Re)build everything the prior decides: shape tables, fragmentation model, node profiles, cache."""
         state = self.state
-        if self.prior == "list":
-            self.fm = state.frag_model
-        else:
-            weights = {k: round(w * WEIGHT_SCALE) for k, w in self._seen.items()}
-            self.fm = FragModel(
-                typical_of({k: w for k, w in weights.items() if w > 0}, DEFAULT_POPULARITY),
-                state.model_names,
-                state.width,
-            )
+        self.scale = scale
+        self.fm = FragModel(
+            [TypicalPod(t.cpu, t.milli, t.num_gpu, t.models, t.weight) for t in scale.typical],
+            state.model_names,
+            state.width,
+        )
+        self.cpu_gpu, self.mem_gpu = scale.cpu_gpu, scale.mem_gpu
+        self._hole_waste: list[float] = scale.hole_waste
+        self.hole_waste = np.array(scale.hole_waste)
         self._build_shape_tables()
         fm = self.fm
         self.amount, self.count = fm.profile(state.gpu)
@@ -156,31 +122,17 @@ class ScalarPolicy(Policy):
             self._update_features(node)
         self._reset_cache()
 
-    def _observe(self, pod: Pod) -> None:
-        """Count an arriving pod into the online prior (never a pod that has not arrived yet)."""
-        self._arrived += 1
+    def arrived(self, pod: Pod) -> None:
+        """Count an arriving pod into the online prior (never a pod that has not arrived yet), whether or
+        not it will fit: the controller counts every job submitted."""
+        self._last_arrived = pod.index
         if self.prior == "list":
             return
-        grow = 2.0 ** ((self._arrived - self._arrived_base) / HALF_LIFE)  # newer pods weigh more
         spec = self._specs.get(pod.spec_id)
         if spec is None:
             spec = self._specs[pod.spec_id] = self.state.spec_of(pod.spec_id)
-        key = (pod.cpu, pod.milli, pod.num_gpu, spec)
-        self._seen[key] = self._seen.get(key, 0.0) + grow
-        if pod.shape >= len(self._seen_shape):
-            self._seen_shape = np.concatenate(
-                (self._seen_shape, np.zeros(pod.shape + 1 - len(self._seen_shape)))
-            )
-        self._seen_shape[pod.shape] += grow
-        if self._arrived >= self._next_learn:
-            self._next_learn = (
-                self._next_learn * 2 if self._next_learn < RELEARN_EVERY else self._next_learn + RELEARN_EVERY
-            )
-            scale = 2.0 ** (-(self._arrived - self._arrived_base) / HALF_LIFE)
-            self._seen = {k: w * scale for k, w in self._seen.items()}
-            self._seen_shape = self._seen_shape * scale
-            self._arrived_base = self._arrived
-            self._learn()
+        if self.window.observe(shape_of(pod, spec)):
+            self._learn(self.window.prior.at(GPU_MILLI))
 
     def _reset_cache(self) -> None:
         """Score every shape on every node that can host it, once per group of identical nodes."""
@@ -217,30 +169,9 @@ class ScalarPolicy(Policy):
     def _build_shape_tables(self) -> None:
         st = self.state
         cpu, mem, num, milli = st.shapes.arrays()
-        if self.prior == "list":
-            weight = st.shapes.weights()
-        else:
-            weight = np.zeros(len(cpu))
-            seen = self._seen_shape[: len(cpu)]
-            weight[: len(seen)] = seen
-        gpu_milli = (num * milli * weight).sum()
-        gpu_pod = num > 0
-        # CPU and memory the workload's GPU pods need per whole GPU (milli-cores, MiB).
-        if gpu_milli > 0:
-            self.cpu_per_gpu = float((cpu * weight)[gpu_pod].sum()) * GPU_MILLI / gpu_milli
-            self.mem_per_gpu = float((mem * weight)[gpu_pod].sum()) * GPU_MILLI / gpu_milli
-        else:
-            self.cpu_per_gpu = self.mem_per_gpu = np.inf
-        # stranded = max(0, idle - cpu * cpu_gpu, idle - mem * mem_gpu): GPU milli per CPU milli / MiB.
-        self.cpu_gpu = GPU_MILLI / self.cpu_per_gpu
-        self.mem_gpu = GPU_MILLI / self.mem_per_gpu
-        self.hole_waste = hole_waste_table(
-            np.where(gpu_pod, milli, 0), np.where(gpu_pod, weight, 0.0), HOLE_RATE
-        )
         self.n_shapes = len(cpu)
         self.shape_cpu, self.shape_mem, self.shape_num, self.shape_milli = cpu, mem, num, milli
         self._shape_rows = list(zip(cpu.tolist(), mem.tolist(), num.tolist(), milli.tolist(), strict=True))
-        self._hole_waste: list[float] = self.hole_waste.tolist()
 
     def _update_features(self, node: int) -> None:
         st = self.state
@@ -369,7 +300,8 @@ class ScalarPolicy(Policy):
 
     # --- policy -----------------------------------------------------------------------------------
     def choose(self, pod: Pod, nodes: IntArray) -> tuple[int, list[int]]:
-        self._observe(pod)
+        if pod.index != self._last_arrived:  # a caller that does not announce arrivals
+            self.arrived(pod)
         if pod.shape >= self.n_shapes:
             self._build_shape_tables()
             self._reset_cache()
