@@ -337,7 +337,8 @@ def routing_groups(state: ClusterState, now: datetime, gang_sizes: dict[str, set
                 **common,  # type: ignore[arg-type]
             )
         )
-        free_nodes = node_headroom(state, rec)
+        # node_headroom(state, rec), from the group's live slices gathered above
+        free_nodes = max(0, rec.max_slices * s - sum(s * math.ceil(n / s) for _, _, n in live))
         sizes = set(gang_sizes.get(rec.name, set())) | {gang for gang, _, _ in live if gang is not None}
         for k in sorted(sizes):
             mine = [st for gang, st, _ in live if gang == k]

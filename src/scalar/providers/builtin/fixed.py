@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from scalar.domain.offers import Offer
@@ -26,9 +25,6 @@ class FixedPriceList:
     provider: str
     hour: int
     offers: tuple[Offer, ...]
-
-    def stamped(self, now: datetime) -> tuple[Offer, ...]:
-        return tuple(replace(offer, observed_at=now) for offer in self.offers)
 
     def find(self, instance_type: str, spot: bool, region: str | None) -> tuple[Offer, ...]:
         """Offers of this shape (cheapest first), in ``region`` when given."""

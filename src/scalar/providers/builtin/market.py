@@ -10,7 +10,7 @@ the latest time seen).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -143,8 +143,12 @@ class BuiltinMarket:
 
     # -- prices ---------------------------------------------------------------------------------------
     @_database_errors
-    def list_offers(self, now: datetime, provider: str | None = None) -> tuple[Offer, ...]:
-        """Everything purchasable at ``now`` (of one provider, or of all), stamped ``observed_at=now``."""
+    def list_offers(
+        self, now: datetime, provider: str | None = None, *, gpu_models: Collection[str] | None = None
+    ) -> tuple[Offer, ...]:
+        """Everything purchasable at ``now`` (of one provider, or of all), stamped ``observed_at=now``;
+        with ``gpu_models`` (upper-case names), only the fixed-price offers of those models (the orderbook
+        shapes are always listed)."""
         names = self.provider_names if provider is None else (provider,)
         now_us = to_us(now, provider or MARKET)
         hour = now_us // market_hour_us(self.config.time_scale)
@@ -154,10 +158,11 @@ class BuiltinMarket:
                 offers.extend(self._book_offers(now, now_us))
             else:
                 offers.extend(
-                    replace(offer, cuda_version=BUILTIN_CUDA_VERSION)
+                    replace(offer, observed_at=now, cuda_version=BUILTIN_CUDA_VERSION)
                     for offer in price_list(
                         self.catalog, name, self.seed, hour, self.config.spot_price_drift
-                    ).stamped(now)
+                    ).offers
+                    if gpu_models is None or (offer.gpu_model and offer.gpu_model.upper() in gpu_models)
                 )
         return tuple(offers)
 

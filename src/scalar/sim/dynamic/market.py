@@ -112,11 +112,11 @@ class MarketSession:
             key = (self.market.seed, hour, self._models_key)
             fixed = _FIXED_OFFERS.get(key)
             if fixed is None:
-                fixed = self._filtered(
+                fixed = tuple(
                     o
                     for p in self.providers
                     if p != SFCOMPUTE
-                    for o in self.market.list_offers(now, provider=p)
+                    for o in self.market.list_offers(now, provider=p, gpu_models=self.models)
                 )
                 if len(_FIXED_OFFERS) > 5000:
                     _FIXED_OFFERS.clear()
