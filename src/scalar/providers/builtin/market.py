@@ -175,12 +175,12 @@ class BuiltinMarket:
             if name == SFCOMPUTE:
                 offers.extend(self._book_offers(now, now_us))
             else:
+                models = None if gpu_models is None else frozenset(gpu_models)
                 offers.extend(
                     replace(offer, observed_at=now, cuda_version=BUILTIN_CUDA_VERSION)
                     for offer in price_list(
-                        self.catalog, name, self.seed, hour, self.config.spot_price_drift
+                        self.catalog, name, self.seed, hour, self.config.spot_price_drift, models
                     ).offers
-                    if gpu_models is None or (offer.gpu_model and offer.gpu_model.upper() in gpu_models)
                 )
         return tuple(offers)
 
