@@ -89,7 +89,9 @@ def run_matrix(
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             longest_first = sorted(tasks, key=lambda t: -_WEIGHT.get(t[2], 1))
-            submitted = {(i, p): pool.submit(_task, str(pods), window, spec, p) for i, spec, p in longest_first}
+            submitted = {
+                (i, p): pool.submit(_task, str(pods), window, spec, p) for i, spec, p in longest_first
+            }
             futures = {(i, p): submitted[(i, p)] for i, _spec, p in tasks}
             for (i, p), future in futures.items():
                 out[(i, p)] = future.result()
