@@ -2,7 +2,8 @@
 
 A *run* is one (market seed, window start day, preemption scale): every asked policy on the same workload
 and market, plus the lower bound (always computed: each policy's ``ratio_to_lower_bound`` needs it). Runs
-are split into one task per (run, policy) and spread over ``jobs`` processes; results come back in order.
+are split into one task per (run, policy) and spread over ``jobs`` processes, the engine's (longest) first;
+each process builds a run's workload once for all its policies; results come back in order.
 
 :func:`summarize` gives, per policy, the mean of every run's cost (``cost``), its sample standard deviation
 (``cost_sd``), the mean FAST and FLEX p99 waits, the mean ratio to the bound, the total ``killed_runs`` and
