@@ -14,7 +14,7 @@ It writes the section between ``<!-- protocol-b:start -->`` and ``<!-- protocol-
 spread over runs, cumulative cost over time, and where the money went. Each run is cached in
 ``bench/.cache/`` under a hash of the pod file, its options and the code that decides it, so a rerun with
 nothing changed only rewrites the section. The defaults are the full matrix (5 seeds x 3 windows of 7 days
-and ``--gpuspec``: about 1.5 core-hours); the section says which command produced it.
+and ``--gpuspec``: roughly one core-hour); the section says which command produced it.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ def check_bookings(c: Controller) -> None:
         if len(jobs) > 1:  # a shared GPU: every job on it opted in
             assert all(state.jobs[j].job is not None and state.jobs[j].job.share_gpu for j in jobs), key  # type: ignore[union-attr]
         exclusive[key] = jobs
+    check_open_blocks(c)
 
 
 def check_actions(history: Iterable[list[Action]], c: Controller) -> None:
@@ -67,6 +68,14 @@ def check_actions(history: Iterable[list[Action]], c: Controller) -> None:
             if isinstance(action, BuyCapacity) and action.request.tier is Tier.FLEX and cap is not None:
                 assert action.request.limit_price_per_gpu_hour is not None
                 assert action.request.limit_price_per_gpu_hour <= cap, action
+
+
+def check_open_blocks(c: Controller) -> None:
+    """The state's open-block index walks exactly the open blocks, in purchase order."""
+    state = c.state
+    assert [b.grant.block_id for b in state.open_blocks()] == [
+        b.grant.block_id for b in state.blocks.values() if b.open
+    ]
 
 
 def check_all(c: Controller, history: Iterable[list[Action]], submitted: Iterable[str]) -> None:

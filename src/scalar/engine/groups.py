@@ -15,6 +15,7 @@ block. Routing sees it as one coscheduled entry of ``k`` tasks, routed to a *gan
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -312,44 +313,64 @@ def routing_groups(state: ClusterState, now: datetime, gang_sizes: dict[str, set
         base = [st for gang, st, _ in live if gang is None]
         gang_slots = sum(math.ceil(n / s) for gang, _, n in live if gang is not None)
         max_base = max(len(base), rec.max_slices - gang_slots)
-        resources = ResourceSpec(
-            cpu=offer.vcpu if offer.vcpu > 0 else UNKNOWN_CPU,
-            memory_bytes=round(offer.memory_gb * GIB) if offer.memory_gb > 0 else UNKNOWN_MEMORY_BYTES,
-            gpu_count=int(offer.gpu_count),
-        )
-        common = {
-            "device_type": DeviceType.GPU,
-            "resources": resources,
-            "priority": rec.priority,
-            "device_variant": offer.gpu_model,
-            "preemptible": offer.spot,
-            "availability": availability,
-            "backoff_until": until,
-        }
+        shape = (offer.vcpu, offer.memory_gb, offer.gpu_count, offer.gpu_model, offer.spot)
+        common = (rec.priority, availability, until)
         out.append(
-            ScaleGroup(
-                name=rec.name,
-                max_slices=max_base,
-                min_slices=min(rec.min_slices, max_base),
-                slice_size=s,
-                slice_state_counts=_counts(base),
-                attributes=((GROUP_KEY, rec.name),),
-                **common,  # type: ignore[arg-type]
-            )
+            _scale_group(rec.name, max_base, min(rec.min_slices, max_base), s, _counts(base), *shape, *common)
         )
-        free_nodes = node_headroom(state, rec)
+        # node_headroom(state, rec), from the group's live slices gathered above
+        free_nodes = max(0, rec.max_slices * s - sum(s * math.ceil(n / s) for _, _, n in live))
         sizes = set(gang_sizes.get(rec.name, set())) | {gang for gang, _, _ in live if gang is not None}
         for k in sorted(sizes):
             mine = [st for gang, st, _ in live if gang == k]
-            name = gang_view_name(rec.name, k)
             out.append(
-                ScaleGroup(
-                    name=name,
-                    max_slices=len(mine) + free_nodes // k,
-                    slice_size=k,
-                    slice_state_counts=_counts(mine),
-                    attributes=((GROUP_KEY, name),),
-                    **common,  # type: ignore[arg-type]
+                _scale_group(
+                    gang_view_name(rec.name, k),
+                    len(mine) + free_nodes // k,
+                    0,
+                    k,
+                    _counts(mine),
+                    *shape,
+                    *common,
                 )
             )
     return out
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _scale_group(
+    name: str,
+    max_slices: int,
+    min_slices: int,
+    slice_size: int,
+    counts: SliceStateCounts,
+    vcpu: float,
+    memory_gb: float,
+    gpu_count: float,
+    gpu_model: str | None,
+    spot: bool,
+    priority: int | None,
+    availability: Availability,
+    until: datetime | None,
+) -> ScaleGroup:
+    """A group (or gang view) as routing sees it: a value built once per distinct input, as routing runs
+    at many steps where most groups did not change (``ScaleGroup`` is frozen, so sharing it is safe)."""
+    return ScaleGroup(
+        name=name,
+        max_slices=max_slices,
+        min_slices=min_slices,
+        slice_size=slice_size,
+        slice_state_counts=counts,
+        attributes=((GROUP_KEY, name),),
+        device_type=DeviceType.GPU,
+        resources=ResourceSpec(
+            cpu=vcpu if vcpu > 0 else UNKNOWN_CPU,
+            memory_bytes=round(memory_gb * GIB) if memory_gb > 0 else UNKNOWN_MEMORY_BYTES,
+            gpu_count=int(gpu_count),
+        ),
+        priority=priority,
+        device_variant=gpu_model,
+        preemptible=spot,
+        availability=availability,
+        backoff_until=until,
+    )

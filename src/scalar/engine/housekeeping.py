@@ -40,7 +40,7 @@ def accrue(state: ClusterState, now: datetime) -> None:
     last = state.now
     if last is None or now <= last:
         return
-    for block in state.blocks.values():
+    for block in state.open_blocks():
         if not block.open:
             continue
         start = max(last, block.block.start_time)
@@ -69,7 +69,7 @@ def accrue(state: ClusterState, now: datetime) -> None:
 
 
 def expire_blocks(state: ClusterState, now: datetime) -> None:
-    for block in state.blocks.values():
+    for block in state.open_blocks():
         if block.open and block.block.end_time <= now:
             block.ended_at = now
             reason = Reason(
@@ -130,7 +130,7 @@ def timeouts(state: ClusterState, config: ControllerConfig, now: datetime) -> No
 
 
 def release_dead_blocks(state: ClusterState, now: datetime) -> None:
-    for block in state.blocks.values():
+    for block in state.open_blocks():
         if not block.open or block.block.end_time <= now:
             continue
         if any(state.nodes[n].live for n in block.node_ids if n in state.nodes):
@@ -170,7 +170,7 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
     for node in state.nodes.values():
         if node.live:
             live_nodes[node.group] = live_nodes.get(node.group, 0) + 1
-    for block in state.blocks.values():
+    for block in state.open_blocks():
         if not block.open or block.fixed:
             continue
         nodes = [state.nodes[n] for n in block.node_ids if n in state.nodes and state.nodes[n].live]

@@ -7,6 +7,7 @@ iteration is over insertion-ordered dicts, so the same events always walk the st
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -257,6 +258,23 @@ class ClusterState:
         # the offers and the demand, so it is recomputed only when either changed (autoscaler.update_priorities).
         self.offers_version = 0
         self.priorities_key: tuple[object, ...] | None = None
+        # The blocks not yet seen closed, in ``blocks`` order, and how many of ``blocks`` were looked at
+        # (see open_blocks).
+        self._maybe_open: dict[str, BlockRecord] = {}
+        self._blocks_seen = 0
+
+    def open_blocks(self) -> list[BlockRecord]:
+        """The open blocks, in ``blocks`` order, without walking every block ever bought at each step:
+        ``blocks`` only grows (a block id is never reused) and a closed block never reopens, so each
+        block is picked up once when added and dropped once seen closed."""
+        if len(self.blocks) > self._blocks_seen:
+            for block_id in itertools.islice(self.blocks, self._blocks_seen, None):
+                self._maybe_open[block_id] = self.blocks[block_id]
+            self._blocks_seen = len(self.blocks)
+        closed = [block_id for block_id, block in self._maybe_open.items() if not block.open]
+        for block_id in closed:
+            del self._maybe_open[block_id]
+        return list(self._maybe_open.values())
 
     # ---- ids and the story -------------------------------------------------------------------------
 

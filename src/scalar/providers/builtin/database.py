@@ -88,13 +88,14 @@ def create_market_tables(engine: Engine, seed: int | None) -> int:
     raise AssertionError("unreachable")
 
 
+_TAKE_LOCK = update(schema.meta).where(schema.meta.c.id == 1).values(version=schema.meta.c.version + 1)
+
+
 @contextmanager
 def locked(engine: Engine) -> Iterator[Connection]:
     """A write transaction holding the market's lock (serialises every writer, in every process)."""
     with engine.begin() as conn:
-        conn.execute(
-            update(schema.meta).where(schema.meta.c.id == 1).values(version=schema.meta.c.version + 1)
-        )
+        conn.execute(_TAKE_LOCK)
         yield conn
 
 

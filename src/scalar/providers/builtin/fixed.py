@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from scalar.domain.offers import Offer
@@ -26,9 +25,6 @@ class FixedPriceList:
     provider: str
     hour: int
     offers: tuple[Offer, ...]
-
-    def stamped(self, now: datetime) -> tuple[Offer, ...]:
-        return tuple(replace(offer, observed_at=now) for offer in self.offers)
 
     def find(self, instance_type: str, spot: bool, region: str | None) -> tuple[Offer, ...]:
         """Offers of this shape (cheapest first), in ``region`` when given."""
@@ -63,7 +59,23 @@ def drifted(offer: Offer, seed: int, hour: int, drift: float) -> Offer:
 
 
 @functools.lru_cache(maxsize=64)
-def price_list(catalog: Catalog, provider: str, seed: int, hour: int, drift: float) -> FixedPriceList:
-    """``provider``'s offers in market hour ``hour`` (deterministic, so cached per process)."""
-    offers = tuple(drifted(offer, seed, hour, drift) for offer in sellable(catalog, provider))
+def price_list(
+    catalog: Catalog,
+    provider: str,
+    seed: int,
+    hour: int,
+    drift: float,
+    gpu_models: frozenset[str] | None = None,
+) -> FixedPriceList:
+    """``provider``'s offers in market hour ``hour`` (deterministic, so cached per process); with
+    ``gpu_models`` (upper-case names), only the offers of those models (each offer's price is its own draw,
+    so they are the same offers at the same prices)."""
+    offers = tuple(
+        drifted(offer, seed, hour, drift)
+        for offer in _sellable(catalog, provider)
+        if gpu_models is None or (offer.gpu_model is not None and offer.gpu_model.upper() in gpu_models)
+    )
     return FixedPriceList(provider, hour, offers)
+
+
+_sellable = functools.lru_cache(maxsize=64)(sellable)  # a pure function of the (immutable) catalog

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from scalar.domain.market import NodeEvent, NodeState
 from scalar.providers.builtin import schema
@@ -51,12 +51,17 @@ class PendingEvent:
         return (self.at_us, self.node_id, self.rank, self.job_id or "")
 
 
-def write_events(conn: Connection, pending: Iterable[PendingEvent], *, sort: bool = True) -> int:
-    """Number and append events (sorted by time unless ``sort`` is False); return the last number."""
+# Statements run on every call into the market, built once (bound values are passed at execution).
+_EVENT_SEQ = select(schema.meta.c.event_seq).where(schema.meta.c.id == 1)
+_SET_EVENT_SEQ = update(schema.meta).where(schema.meta.c.id == 1).values(event_seq=bindparam("b_seq"))
+
+
+def write_events(conn: Connection, pending: Iterable[PendingEvent], *, sort: bool = True) -> None:
+    """Number and append events (sorted by time unless ``sort`` is False)."""
     items = sorted(pending, key=PendingEvent.sort_key) if sort else list(pending)
-    last = int(conn.execute(select(schema.meta.c.event_seq).where(schema.meta.c.id == 1)).scalar_one())
     if not items:
-        return last
+        return
+    last = int(conn.execute(_EVENT_SEQ).scalar_one())
     rows = []
     for offset, item in enumerate(items, start=1):
         rows.append(
@@ -74,9 +79,7 @@ def write_events(conn: Connection, pending: Iterable[PendingEvent], *, sort: boo
             }
         )
     conn.execute(insert(schema.events), rows)
-    last += len(items)
-    conn.execute(update(schema.meta).where(schema.meta.c.id == 1).values(event_seq=last))
-    return last
+    conn.execute(_SET_EVENT_SEQ, {"b_seq": last + len(items)})
 
 
 def event_from_row(row: Any) -> NodeEvent:
@@ -173,10 +176,15 @@ def _open_work(conn: Connection, node_ids: list[str]) -> dict[str, list[Any]]:
     return found
 
 
+_CLOSE_WORK = (
+    update(schema.work)
+    .where(schema.work.c.id == bindparam("b_id"))
+    .values(ended_us=bindparam("b_at"), outcome=bindparam("b_outcome"))
+)
+
+
 def _close_work(conn: Connection, work_id: int, at_us: int, outcome: str) -> None:
-    conn.execute(
-        update(schema.work).where(schema.work.c.id == work_id).values(ended_us=at_us, outcome=outcome)
-    )
+    conn.execute(_CLOSE_WORK, {"b_id": work_id, "b_at": at_us, "b_outcome": outcome})
 
 
 def end_jobs_on_stop(
@@ -203,15 +211,29 @@ NODE_COLUMNS = (
 )
 
 
-def advance(conn: Connection, until_us: int, period_hours: float = HOURS_PER_MONTH) -> int:
-    """Write every move and job end that happened up to ``until_us``; return the last event number.
+_DUE_NODES = (
+    select(*NODE_COLUMNS)
+    .join(schema.blocks, schema.blocks.c.block_id == schema.nodes.c.block_id)
+    .where(schema.nodes.c.next_us.is_not(None), schema.nodes.c.next_us <= bindparam("b_until"))
+    .order_by(schema.nodes.c.node_id)
+)
+_SET_NODE = (
+    update(schema.nodes)
+    .where(schema.nodes.c.node_id == bindparam("b_node_id"))
+    .values(state=bindparam("b_state"), next_us=bindparam("b_next_us"))
+)
+_FINISHED_WORK = (
+    select(schema.work, schema.nodes.c.provider, schema.nodes.c.block_id)
+    .join(schema.nodes, schema.nodes.c.node_id == schema.work.c.node_id)
+    .where(schema.work.c.ended_us.is_(None), schema.work.c.finish_us <= bindparam("b_until"))
+    .order_by(schema.work.c.id)
+)
+
+
+def advance(conn: Connection, until_us: int, period_hours: float = HOURS_PER_MONTH) -> None:
+    """Write every move and job end that happened up to ``until_us``.
     ``period_hours``: the hours the market's interruption rates refer to (its config), for the reasons."""
-    due_nodes = conn.execute(
-        select(*NODE_COLUMNS)
-        .join(schema.blocks, schema.blocks.c.block_id == schema.nodes.c.block_id)
-        .where(schema.nodes.c.next_us.is_not(None), schema.nodes.c.next_us <= until_us)
-        .order_by(schema.nodes.c.node_id)
-    ).all()
+    due_nodes = conn.execute(_DUE_NODES, {"b_until": until_us}).all()
     pending: list[PendingEvent] = []
     stopped: dict[str, tuple[Any, int, str | None]] = {}
     for row in due_nodes:
@@ -235,23 +257,17 @@ def advance(conn: Connection, until_us: int, period_hours: float = HOURS_PER_MON
             if move.state is NodeState.TERMINATED:
                 stopped[row.node_id] = (row, move.at_us, move.cause)
         conn.execute(
-            update(schema.nodes)
-            .where(schema.nodes.c.node_id == row.node_id)
-            .values(state=state.value, next_us=next_move_us(state, plan))
+            _SET_NODE,
+            {"b_node_id": row.node_id, "b_state": state.value, "b_next_us": next_move_us(state, plan)},
         )
     works_by_node = _open_work(conn, sorted(stopped))
     for node_id, (row, stop_us, cause) in sorted(stopped.items()):
         pending.extend(end_jobs_on_stop(conn, row, works_by_node[node_id], stop_us, cause))
-    finished = conn.execute(
-        select(schema.work, schema.nodes.c.provider, schema.nodes.c.block_id)
-        .join(schema.nodes, schema.nodes.c.node_id == schema.work.c.node_id)
-        .where(schema.work.c.ended_us.is_(None), schema.work.c.finish_us <= until_us)
-        .order_by(schema.work.c.id)
-    ).all()
+    finished = conn.execute(_FINISHED_WORK, {"b_until": until_us}).all()
     for work_row in finished:
         pending.append(job_end_event(work_row, work_row, int(work_row.finish_us), True, None))
         _close_work(conn, work_row.id, int(work_row.finish_us), JOB_SUCCEEDED)
-    return write_events(conn, pending)
+    write_events(conn, pending)
 
 
 def node_rows(conn: Connection, where: Any) -> list[Any]:

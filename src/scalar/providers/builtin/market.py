@@ -10,14 +10,14 @@ the latest time seen).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, Engine, exists, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, exists, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order
@@ -51,6 +51,26 @@ P = ParamSpec("P")
 R = TypeVar("R")
 MARKET = "builtin"
 EVENT_PAGE = 10_000  # events_since returns at most this many events per call; ask again with the new cursor
+
+# Statements run on (nearly) every call, built once (bound values are passed at execution).
+_CLOCK = select(schema.meta.c.clock_us).where(schema.meta.c.id == 1)
+_SET_CLOCK = update(schema.meta).where(schema.meta.c.id == 1).values(clock_us=bindparam("b_clock"))
+_ANYTHING_DUE = select(
+    exists().where(schema.nodes.c.next_us.is_not(None), schema.nodes.c.next_us <= bindparam("b_now"))
+    | exists().where(schema.work.c.ended_us.is_(None), schema.work.c.finish_us <= bindparam("b_now"))
+)
+_EVENTS_AFTER = (
+    select(schema.events)
+    .where(schema.events.c.seq > bindparam("b_cursor"))
+    .order_by(schema.events.c.seq)
+    .limit(EVENT_PAGE)
+)
+_PROVIDER_EVENTS_AFTER = (
+    select(schema.events)
+    .where(schema.events.c.seq > bindparam("b_cursor"), schema.events.c.provider == bindparam("b_provider"))
+    .order_by(schema.events.c.seq)
+    .limit(EVENT_PAGE)
+)
 
 
 def _database_errors(method: Callable[P, R]) -> Callable[P, R]:
@@ -132,19 +152,21 @@ class BuiltinMarket:
         """A locked transaction brought up to ``now``: yields the connection and the market time used."""
         now_us = to_us(now, provider)
         with locked(self.engine) as conn:
-            clock = int(
-                conn.execute(select(schema.meta.c.clock_us).where(schema.meta.c.id == 1)).scalar_one()
-            )
+            clock = int(conn.execute(_CLOCK).scalar_one())
             at_us = max(clock, now_us)
             if at_us != clock:
-                conn.execute(update(schema.meta).where(schema.meta.c.id == 1).values(clock_us=at_us))
+                conn.execute(_SET_CLOCK, {"b_clock": at_us})
             advance(conn, at_us, self.config.interruption_period_hours)
             yield conn, at_us
 
     # -- prices ---------------------------------------------------------------------------------------
     @_database_errors
-    def list_offers(self, now: datetime, provider: str | None = None) -> tuple[Offer, ...]:
-        """Everything purchasable at ``now`` (of one provider, or of all), stamped ``observed_at=now``."""
+    def list_offers(
+        self, now: datetime, provider: str | None = None, *, gpu_models: Collection[str] | None = None
+    ) -> tuple[Offer, ...]:
+        """Everything purchasable at ``now`` (of one provider, or of all), stamped ``observed_at=now``;
+        with ``gpu_models`` (upper-case names), only the fixed-price offers of those models (the orderbook
+        shapes are always listed)."""
         names = self.provider_names if provider is None else (provider,)
         now_us = to_us(now, provider or MARKET)
         hour = now_us // market_hour_us(self.config.time_scale)
@@ -153,11 +175,12 @@ class BuiltinMarket:
             if name == SFCOMPUTE:
                 offers.extend(self._book_offers(now, now_us))
             else:
+                models = None if gpu_models is None else frozenset(gpu_models)
                 offers.extend(
-                    replace(offer, cuda_version=BUILTIN_CUDA_VERSION)
+                    replace(offer, observed_at=now, cuda_version=BUILTIN_CUDA_VERSION)
                     for offer in price_list(
-                        self.catalog, name, self.seed, hour, self.config.spot_price_drift
-                    ).stamped(now)
+                        self.catalog, name, self.seed, hour, self.config.spot_price_drift, models
+                    ).offers
                 )
         return tuple(offers)
 
@@ -346,9 +369,7 @@ class BuiltinMarket:
 
     # -- events ---------------------------------------------------------------------------------------
     def _anything_due(self, conn: Connection, now_us: int) -> bool:
-        nodes_due = exists().where(schema.nodes.c.next_us.is_not(None), schema.nodes.c.next_us <= now_us)
-        work_due = exists().where(schema.work.c.ended_us.is_(None), schema.work.c.finish_us <= now_us)
-        return bool(conn.execute(select(nodes_due | work_due)).scalar())
+        return bool(conn.execute(_ANYTHING_DUE, {"b_now": now_us}).scalar())
 
     @_database_errors
     def events_since(
@@ -366,11 +387,13 @@ class BuiltinMarket:
         if due:
             with self._at(now, name):
                 pass
-        query = select(schema.events).where(schema.events.c.seq > cursor)
-        if provider is not None:
-            query = query.where(schema.events.c.provider == provider)
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(schema.events.c.seq).limit(EVENT_PAGE)).all()
+            if provider is None:
+                rows = conn.execute(_EVENTS_AFTER, {"b_cursor": cursor}).all()
+            else:
+                rows = conn.execute(
+                    _PROVIDER_EVENTS_AFTER, {"b_cursor": cursor, "b_provider": provider}
+                ).all()
         if not rows:
             return [], cursor
         return [event_from_row(row) for row in rows], int(rows[-1].seq)

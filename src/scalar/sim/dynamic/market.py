@@ -31,6 +31,8 @@ HOUR_US = US_PER_HOUR
 # The market's published interruption bands are read as hourly probabilities (docs/simulator-dynamic.md,
 # "Preemptions"): read per month, as the AWS Spot Advisor states them, no node is interrupted in a week.
 INTERRUPTION_PERIOD_HOURS = 1.0
+_NEXT_NODE_MOVE = select(func.min(schema.nodes.c.next_us))
+_NEXT_WORK_END = select(func.min(schema.work.c.finish_us)).where(schema.work.c.ended_us.is_(None))
 _FIXED_OFFERS: dict[tuple[int, int, tuple[str, ...] | None], tuple[Offer, ...]] = {}
 
 
@@ -112,11 +114,11 @@ class MarketSession:
             key = (self.market.seed, hour, self._models_key)
             fixed = _FIXED_OFFERS.get(key)
             if fixed is None:
-                fixed = self._filtered(
+                fixed = tuple(
                     o
                     for p in self.providers
                     if p != SFCOMPUTE
-                    for o in self.market.list_offers(now, provider=p)
+                    for o in self.market.list_offers(now, provider=p, gpu_models=self.models)
                 )
                 if len(_FIXED_OFFERS) > 5000:
                     _FIXED_OFFERS.clear()
@@ -219,9 +221,7 @@ class MarketSession:
 
     def _read_next_move(self) -> datetime | None:
         with self.market.engine.connect() as conn:
-            node_us = conn.execute(select(func.min(schema.nodes.c.next_us))).scalar()
-            work_us = conn.execute(
-                select(func.min(schema.work.c.finish_us)).where(schema.work.c.ended_us.is_(None))
-            ).scalar()
+            node_us = conn.execute(_NEXT_NODE_MOVE).scalar()
+            work_us = conn.execute(_NEXT_WORK_END).scalar()
         times = [int(t) for t in (node_us, work_us) if t is not None]
         return from_us(min(times)) if times else None
