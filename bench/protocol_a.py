@@ -412,7 +412,7 @@ def plot(curves: dict[str, dict[int, float | None]], path: Path) -> None:
         ax.set_ylabel("GPU allocation ratio (%)")
         ax.set_title("GPU allocation ratio against arrived GPU demand (default trace)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        ax.legend(fontsize=8, title="at 130%", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 # --- command line -----------------------------------------------------------------------------------------
