@@ -158,6 +158,7 @@ def test_simulate_fgd_fits_and_wide_adds_the_time(run_cli: Run, small_trace: tup
     assert wide.returncode == 0 and "TIME_S" in wide.stdout
 
 
+@pytest.mark.slow  # three Protocol B runs of every policy
 def test_simulate_dynamic_fits_one_run_and_the_means(run_cli: Run) -> None:
     lines, words = fitted(run_cli, *DYNAMIC, "--window-days", "1", "--seed", "5")
     assert "10 jobs of 12 pods (6 FAST, 4 FLEX;" in words

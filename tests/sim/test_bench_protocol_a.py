@@ -6,10 +6,13 @@ import re
 from pathlib import Path
 
 import matplotlib.image
+import pytest
 from bench import protocol_a, report
 
 from scalar.sim.synthetic import generate
 from scalar.sim.traces import write_nodes, write_pods
+
+pytestmark = pytest.mark.slow  # the Protocol A benchmark script, end to end
 
 
 def test_bench_writes_its_section_and_plot(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from scalar.sim.protocol_b import POLICIES, ProtocolBOptions, run_protocol_b
 from scalar.sim.protocol_b_runs import summarize
 from tests.conftest import DATA
 
+pytestmark = pytest.mark.slow  # Protocol B on a window of the real trace
+
 PODS = DATA / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 
 
