@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Parallel test workers (pytest-xdist); override with `make test JOBS=1`.
 JOBS   ?= auto
 
-.PHONY: run test lint typecheck contracts unit bench clean lock sysdeps
+.PHONY: run test test-fast lint typecheck contracts unit bench clean lock sysdeps
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ unit: $(STAMP) sysdeps
 	$(BIN)/python -m pytest -n $(JOBS) -q
 
 test: lint typecheck contracts unit
+
+# The fast lane while editing: lint, then every test not marked `slow` (browsers, full simulator runs,
+# benchmark smoke runs, agents and sandboxes end to end, crash and fail-over processes, PostgreSQL
+# restarts). `make test` (and CI) still runs everything.
+test-fast: lint sysdeps
+	$(BIN)/python -m pytest -n $(JOBS) -q -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.png import BLACK, GREY, Canvas
 from bench.report import replace_section
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,17 +91,17 @@ PUBLISHED_NAMES = {
 POINTS = (80, 90, 100, 110, 120, 130)
 SPEED_POLICIES = ("best-fit", "scalar", "fgd")
 SPEED_REPEATS = 5
-COLORS: dict[str, tuple[int, int, int]] = {
-    "scalar": (31, 119, 180),
-    "fgd": (214, 39, 40),
-    "best-fit": (44, 160, 44),
-    "gpu-packing": (148, 103, 189),
-    "gpu-clustering": (140, 86, 75),
-    "dotprod": (255, 127, 14),
-    "random": (127, 127, 127),
-    "seed": (23, 190, 207),
-    "k8s-most-allocated": (188, 189, 34),
-    "k8s-least-allocated": (227, 119, 194),
+COLORS = {  # as Protocol B's plots where a policy is in both
+    "scalar": "#1f77b4",
+    "fgd": "#d62728",
+    "best-fit": "#2ca02c",
+    "gpu-packing": "#9467bd",
+    "gpu-clustering": "#8c564b",
+    "dotprod": "#ff7f0e",
+    "random": "#7f7f7f",
+    "seed": "#17becf",
+    "k8s-most-allocated": "#bcbd22",
+    "k8s-least-allocated": "#e377c2",
 }
 
 
@@ -389,54 +387,33 @@ def write_section(path: Path, body: str) -> None:
 # --- the plot ---------------------------------------------------------------------------------------------
 X_RANGE = (60, 130)
 Y_RANGE = (80.0, 100.0)
+PLOT_SIZE = (9.0, 5.6)  # inches (``report.DPI`` pixels each)
 
 
 def plot(curves: dict[str, dict[int, float | None]], path: Path) -> None:
-    """Allocation ratio (y, 80..100%) against arrived demand (x, 60..130%), one line per policy."""
-    width, height = 900, 560
-    left, right, top, bottom = 70, 250, 40, 60
-    canvas = Canvas(width, height)
-    x0, x1, y0, y1 = left, width - right, height - bottom, top
+    """Allocation ratio (y, 80..100%) against arrived demand (x, 60..130%), one line per policy (the
+    paper's Figure 9a); the legend gives each policy's value at 130%."""
     (x_min, x_max), (y_min, y_max) = X_RANGE, Y_RANGE
-
-    def px(x: float) -> int:
-        return round(x0 + (x1 - x0) * (x - x_min) / (x_max - x_min))
-
-    def py(y: float) -> int:
-        y = min(max(y, y_min), y_max)
-        return round(y0 - (y0 - y1) * (y - y_min) / (y_max - y_min))
-
-    for tick in range(x_min, x_max + 1, 10):
-        canvas.vline(px(tick), y1, y0, GREY)
-        label = str(tick)
-        canvas.text(px(tick) - Canvas.text_width(label) // 2, y0 + 8, label)
-    for tick in range(int(y_min), int(y_max) + 1, 2):
-        canvas.hline(x0, x1, py(tick), GREY)
-        canvas.text(x0 - 8 - Canvas.text_width(str(tick)), py(tick) - 3, str(tick))
-    canvas.hline(x0, x1, y0, BLACK)
-    canvas.vline(x0, y1, y0, BLACK)
-    canvas.text(x0, 12, "GPU ALLOCATION RATIO (%) VS ARRIVED GPU DEMAND (%) - DEFAULT TRACE", BLACK)
-    canvas.text((x0 + x1) // 2 - 60, height - 22, "ARRIVED (% OF GPUS)")
-    legend_y = top + 10
-    for policy, curve in curves.items():
-        color = COLORS.get(policy, BLACK)
-        points = [(x, v) for x, v in sorted(curve.items()) if v is not None and x >= x_min]
-        for (xa, va), (xb, vb) in itertools.pairwise(points):
-            _line(canvas, px(xa), py(va), px(xb), py(vb), color)
-        canvas.rect(x1 + 20, legend_y, x1 + 40, legend_y + 6, color)
-        last = points[-1][1] if points else None
-        canvas.text(x1 + 46, legend_y, f"{policy} {fmt(last)}")
-        legend_y += 18
-    path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.save(path)
-
-
-def _line(canvas: Canvas, xa: int, ya: int, xb: int, yb: int, color: tuple[int, int, int]) -> None:
-    steps = max(abs(xb - xa), abs(yb - ya), 1)
-    for i in range(steps + 1):
-        x = xa + (xb - xa) * i // steps
-        y = ya + (yb - ya) * i // steps
-        canvas.rect(x, y - 1, x, y + 1, color)
+    with report.figure(path, PLOT_SIZE) as ax:
+        for policy, curve in curves.items():
+            points = [(x, v) for x, v in sorted(curve.items()) if v is not None and x >= x_min]
+            last = points[-1][1] if points else None
+            ax.plot(
+                [x for x, _ in points],
+                [v for _, v in points],
+                color=COLORS.get(policy, "black"),
+                linewidth=1.5,
+                label=f"{policy} {fmt(last)}",
+            )
+        ax.set_xlim(x_min, x_max)
+        ax.set_ylim(y_min, y_max)
+        ax.set_xticks(range(x_min, x_max + 1, 10))
+        ax.set_yticks(range(int(y_min), int(y_max) + 1, 2))
+        ax.set_xlabel("arrived GPU demand (% of GPU capacity)")
+        ax.set_ylabel("GPU allocation ratio (%)")
+        ax.set_title("GPU allocation ratio against arrived GPU demand (default trace)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, title="at 130%", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 # --- command line -----------------------------------------------------------------------------------------

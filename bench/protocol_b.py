@@ -261,73 +261,50 @@ def write_section(path: Path, section: str) -> None:
 
 def plot_tradeoff(summary: dict[str, Any], path: Path) -> None:
     """Mean cost against mean FAST p99 wait per policy, with the standard deviations as error bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for p in summary["policies"]:
-        if p["policy"] == "lower-bound":
-            ax.axhline(p["cost"], color=COLORS["lower-bound"], linestyle=":", label="LP lower bound")
-            continue
-        x = (p["fast"]["wait_p99_s"] or 0.0) / 60
-        ax.errorbar(
-            x,
-            p["cost"],
-            xerr=(p["fast"]["wait_p99_s_sd"] or 0.0) / 60,
-            yerr=p["cost_sd"] or 0.0,
-            fmt="o",
-            capsize=4,
-            color=COLORS.get(p["policy"], "black"),
-            label=p["policy"],
-        )
-    ax.axvline(10, color="#c00", linestyle="--", linewidth=1, label="FAST target (10 min)")
-    ax.set_xscale("symlog", linthresh=10)
-    ax.set_xlabel("FAST p99 wait (minutes, mean ± sd over runs)")
-    ax.set_ylabel("cost (USD, mean ± sd over runs)")
-    ax.set_title("Cost against FAST p99 wait")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with report.figure(path, (8, 5)) as ax:
+        for p in summary["policies"]:
+            if p["policy"] == "lower-bound":
+                ax.axhline(p["cost"], color=COLORS["lower-bound"], linestyle=":", label="LP lower bound")
+                continue
+            x = (p["fast"]["wait_p99_s"] or 0.0) / 60
+            ax.errorbar(
+                x,
+                p["cost"],
+                xerr=(p["fast"]["wait_p99_s_sd"] or 0.0) / 60,
+                yerr=p["cost_sd"] or 0.0,
+                fmt="o",
+                capsize=4,
+                color=COLORS.get(p["policy"], "black"),
+                label=p["policy"],
+            )
+        ax.axvline(10, color="#c00", linestyle="--", linewidth=1, label="FAST target (10 min)")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlabel("FAST p99 wait (minutes, mean ± sd over runs)")
+        ax.set_ylabel("cost (USD, mean ± sd over runs)")
+        ax.set_title("Cost against FAST p99 wait")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 def plot_timeline(run: dict[str, Any], path: Path) -> None:
     """Cumulative cost over simulated time, one line per policy, for one run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
     step_h = 3
-    for p in run["policies"]:
-        curve = p.get("cost_curve")
-        if not curve:
-            continue
-        hours = [i * step_h for i in range(len(curve) - 1)] + [p["sim_end_s"] / 3600]
-        ax.plot(hours, curve, label=p["policy"], color=COLORS.get(p["policy"], "black"))
-    ax.set_xlabel("simulated hours from the window's start")
-    ax.set_ylabel("cumulative cost (USD)")
-    ax.set_title(f"Cost over time (seed {run['seed']}, day {run['window']['start_day']:g})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with report.figure(path) as ax:
+        for p in run["policies"]:
+            curve = p.get("cost_curve")
+            if not curve:
+                continue
+            hours = [i * step_h for i in range(len(curve) - 1)] + [p["sim_end_s"] / 3600]
+            ax.plot(hours, curve, label=p["policy"], color=COLORS.get(p["policy"], "black"))
+        ax.set_xlabel("simulated hours from the window's start")
+        ax.set_ylabel("cumulative cost (USD)")
+        ax.set_title(f"Cost over time (seed {run['seed']}, day {run['window']['start_day']:g})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 def plot_spend(runs: list[dict[str, Any]], path: Path) -> None:
     """Mean spend per policy, stacked by provider (spot and on-demand apart)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = [p["policy"] for p in runs[0]["policies"] if p["policy"] != "lower-bound"]
     by_kind: dict[str, dict[str, float]] = {}
     for run in runs:
@@ -337,20 +314,16 @@ def plot_spend(runs: list[dict[str, Any]], path: Path) -> None:
                 kind = f"{provider}{' spot' if spot else ''}"
                 row = by_kind.setdefault(kind, {})
                 row[p["policy"]] = row.get(p["policy"], 0.0) + v["cost"] / len(runs)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    bottom = [0.0] * len(names)
-    for kind in sorted(by_kind):
-        values = [by_kind[kind].get(n, 0.0) for n in names]
-        ax.bar(names, values, bottom=bottom, label=kind)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_ylabel("mean cost per run (USD)")
-    ax.set_title("Where the money went (by seller, spot apart)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with report.figure(path) as ax:
+        bottom = [0.0] * len(names)
+        for kind in sorted(by_kind):
+            values = [by_kind[kind].get(n, 0.0) for n in names]
+            ax.bar(names, values, bottom=bottom, label=kind)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.set_ylabel("mean cost per run (USD)")
+        ax.set_title("Where the money went (by seller, spot apart)")
+        ax.legend(fontsize=7, ncol=2)
+        ax.tick_params(axis="x", labelsize=8)
 
 
 def _count(n: int, word: str) -> str:

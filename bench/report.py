@@ -1,10 +1,16 @@
-"""What every benchmark writes the same way: the machine line and its own marked section of BENCHMARKS.md."""
+"""What every benchmark writes the same way: the machine line, its own marked section of BENCHMARKS.md,
+and its plots (matplotlib, headless, one size and resolution)."""
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+DPI = 110  # every plot's resolution: a figure of W x H inches is a W*DPI x H*DPI pixel PNG
 
 
 def machine(with_numpy: bool = False) -> str:
@@ -36,3 +42,24 @@ def replace_section(path: Path, block: str, start: str, end: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+@contextmanager
+def figure(path: Path, size: tuple[float, float] = (8, 4.5)) -> Iterator[Any]:
+    """The axes of a new ``size``-inch figure, saved to ``path`` as a PNG (``DPI``) when the block ends.
+
+    matplotlib (the ``bench`` extra) is imported here, on the headless Agg backend, so a benchmark that
+    draws nothing does not need it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=size)
+    try:
+        yield ax
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)

@@ -8,8 +8,12 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scalar.engine.config import ControllerConfig
 from tests.agent.harness import Clock, agent, controller, free_port, kill_tree_of, wait_until
+
+pytestmark = pytest.mark.slow  # real agents under a restarting controller, end to end
 
 # Appends its pid to STARTS (one line per start), runs HOLD_<attempt> (else HOLD) seconds, then says done.
 COUNTED = (

@@ -14,6 +14,8 @@ import pytest
 from scalar.agent.facts import fake_gpu_list, parse_fake_gpus
 from tests.agent.harness import agent, controller, kill_tree_of, wait_until
 
+pytestmark = pytest.mark.slow  # real agents running jobs, end to end
+
 PRINT_GPUS = (
     "import os, time; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_DEVICE_ORDER'], "
     "os.environ.get('GREETING'), flush=True); time.sleep(float(os.environ.get('HOLD', '0')))"

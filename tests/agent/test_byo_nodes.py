@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from scalar.engine.config import ControllerConfig
 from tests.agent.harness import AGENT_SETTINGS, agent, controller, kill_tree_of, serve_on, wait_until
 from tests.agent.test_ssh_node_add import Sshd, add, sshd, stop_agent
+
+pytestmark = pytest.mark.slow  # real agents on hosts added over SSH, end to end
 
 __all__ = ["sshd"]  # the fixture: a real OpenSSH server on loopback (tests/agent/test_ssh_node_add.py)
 

@@ -15,8 +15,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.agent.harness import Controller, wait_until
 from tests.agent.netns import Host, Network, controller_on, network
+
+pytestmark = pytest.mark.slow  # real agents in network namespaces, end to end
 
 # Records start and end, says which GPUs it got, waits for the file GATE_<attempt> if set (90 s at most),
 # runs HOLD_<attempt> (else HOLD) seconds. SIGTERM: waits STOP_S seconds (a job slow to stop), records its

@@ -48,6 +48,7 @@ def printed_env(c: Any, job_id: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in logs.splitlines() if line)
 
 
+@pytest.mark.slow  # a real agent, restarted
 def test_ports_are_allocated_bound_reported_and_kept_across_an_agent_restart(
     sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from scalar.cli.main import app
 from tests.agent.harness import controller, free_port, kill_tree_of, wait_until
 
+pytestmark = pytest.mark.slow  # sshd and a real agent, end to end
+
 SSHD = "/usr/sbin/sshd"
 PRINT = "import os; print('gpus=' + os.environ['CUDA_VISIBLE_DEVICES'])"
 

@@ -32,6 +32,8 @@ from scalar.runtime import ControlPlane
 from tests.api.live_server import serve
 from tests.runtime.helpers import Clock, settings_for
 
+pytestmark = pytest.mark.slow  # schemathesis over the whole API
+
 # Examples per operation: valid requests (POSITIVE) and invalid ones (NEGATIVE: wrong types, out-of-range
 # values, missing fields): every parameter's edges a few times; ~30 s for ~45 operations on 2 cores.
 EXAMPLES = {GenerationMode.POSITIVE: 4, GenerationMode.NEGATIVE: 3}

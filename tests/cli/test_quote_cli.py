@@ -80,9 +80,9 @@ def test_seed_style_records_with_millisecond_timestamps_and_region_fallback(run_
 def test_default_output_is_a_table_with_price_per_gpu_hour(run_cli: Run) -> None:
     result = run_cli("quote", "--prices", CLOUDS, "--requirements", EXAMPLES / "requirements_8xh100.json")
     assert result.returncode == 0, result.stderr
-    for header in ("RANK", "PROVIDER", "INSTANCE_TYPE", "PRICE_PER_HOUR", "PRICE_PER_GPU_HOUR", "SCORE"):
+    for header in ("RANK", "PROVIDER", "INSTANCE_TYPE", "OFFER", "PER_GPU_H", "SCORE"):
         assert header in result.stdout
-    assert "usw2-az1" in result.stdout and "$1.59" in result.stdout and "$12.6935" in result.stdout
+    assert "usw2-az1" in result.stdout and "$1.59" in result.stdout and "$12.69/h" in result.stdout
     assert "1 (chosen)" in result.stdout
 
 

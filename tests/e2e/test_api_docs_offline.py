@@ -13,6 +13,8 @@ from playwright.sync_api import Browser, Route
 from tests.e2e.browser import ARTIFACTS, VIEWPORT, screenshot
 from tests.e2e.conftest import Dashboard, _serve
 
+pytestmark = pytest.mark.slow  # headless Chromium
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 

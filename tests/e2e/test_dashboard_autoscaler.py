@@ -9,6 +9,8 @@ import pytest
 from tests.e2e.browser import submit
 from tests.e2e.conftest import BrowserPage, Dashboard, _serve
 
+pytestmark = pytest.mark.slow  # headless Chromium, a slice's whole lifecycle
+
 LIFECYCLE = ["requesting", "booting", "initializing", "ready"]
 
 # Records, after every live refresh, which slice states the page shows with a count above zero.

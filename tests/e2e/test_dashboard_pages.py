@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from tests.e2e.browser import submit, wait_until
 from tests.e2e.conftest import BrowserPage, Dashboard
+
+pytestmark = pytest.mark.slow  # headless Chromium
 
 JOB = {
     "tier": "FAST",

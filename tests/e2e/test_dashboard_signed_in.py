@@ -13,6 +13,8 @@ from scalar.runtime.auth import ensure_local_admin_token
 from tests.e2e.browser import ARTIFACTS, VIEWPORT, screenshot
 from tests.e2e.conftest import Dashboard, _serve
 
+pytestmark = pytest.mark.slow  # headless Chromium
+
 COOKIE = "scalar_token"
 
 

@@ -13,8 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scalar.runtime.endpoints.agent_workers import WORKER_TOKEN_ENV
 from tests.agent.harness import Clock, Controller, agent, controller, kill_tree_of, wait_until
+
+pytestmark = pytest.mark.slow  # real agents running endpoint workers, end to end
 
 HANDLER = "tests.endpoints.gpu_handlers:square_on_gpu"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy.exc import OperationalError
 
 from scalar.engine import ControllerConfig
@@ -13,6 +14,8 @@ from scalar.runtime import ControlPlane, load_settings
 from scalar.store.errors import StoreError
 from tests.faults.pgcluster import private_cluster
 from tests.runtime.helpers import CONTROLLER, PROVIDERS, audit
+
+pytestmark = pytest.mark.slow  # a PostgreSQL server restarted under load
 
 
 def _submit(plane: ControlPlane, gpus: int) -> str:

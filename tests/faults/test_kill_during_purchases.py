@@ -10,12 +10,16 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from scalar.engine.budget import GLOBAL, rate_at
 from scalar.runtime import ControlPlane, budgets, load_settings
 from scalar.store import Store
 from scalar.store import budget as ledger
 from tests.runtime.helpers import audit
 from tests.runtime.test_crash import CONFIG, spawn
+
+pytestmark = pytest.mark.slow  # kill -9 of real controller processes, many times
 
 ROUNDS = 3
 LIMIT = Decimal(60)  # USD per hour: about four 8-GPU nodes at the built-in market's prices

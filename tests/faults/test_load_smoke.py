@@ -3,7 +3,10 @@ hold afterwards (no job lost or duplicated, no GPU double-booked, no purchase tw
 
 from __future__ import annotations
 
+import pytest
 from bench.load import run
+
+pytestmark = pytest.mark.slow  # the load benchmark, small
 
 
 def test_a_small_load_run_has_zero_errors_and_keeps_the_invariants() -> None:

@@ -51,6 +51,7 @@ def test_failed_boots_are_bought_again_and_the_jobs_finish(world: Any) -> None:
     assert all(n == 1 for n in result.market_orders.values())
 
 
+@pytest.mark.slow  # a whole run through a preemption
 def test_a_node_preempted_under_running_jobs_requeues_them_and_they_finish_once(world: Any) -> None:
     clock, plane, market, db_url = world
     ids = [plane.submit_job(job(gpus=1, duration=120))["id"] for _ in range(2)]

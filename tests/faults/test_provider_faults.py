@@ -69,6 +69,7 @@ def faulty(
     market.close()
 
 
+@pytest.mark.slow  # a whole run per fault kind
 def test_jobs_finish_exactly_once_through_a_flaky_seller(faulty: tuple[Clock, ControlPlane, str]) -> None:
     clock, plane, db_url = faulty
     ids = [plane.submit_job(job(gpus=g, duration=30))["id"] for g in (1, 2, 8)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CliResult
 
 
@@ -17,6 +19,7 @@ def test_a_bad_config_names_the_key(run_cli: Callable[..., CliResult], tmp_path:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # several controller processes
 def test_a_missing_config_and_a_bad_time_scale_are_refused(
     run_cli: Callable[..., CliResult], tmp_path: Path
 ) -> None:

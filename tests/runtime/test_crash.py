@@ -21,11 +21,15 @@ import time
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from scalar.runtime import ControlPlane, load_settings
 from scalar.store import Action as StoredAction
 from scalar.store import Store
 from tests.conftest import REPO
 from tests.runtime.helpers import audit
+
+pytestmark = pytest.mark.slow  # kill -9 of real controller processes, many times
 
 ROUNDS = int(os.environ.get("SCALAR_CRASH_ROUNDS", "8"))
 CONFIG = """

@@ -44,6 +44,7 @@ def writers(plane: ControlPlane) -> set[str | None]:
         return {row.holder for row in tx.conn.execute(select(batches.c.holder).distinct())}
 
 
+@pytest.mark.slow  # waits out a leader lease
 def test_exactly_one_acts_and_the_standby_takes_over_after_the_ttl(world: Any, db_url: str) -> None:
     clock, (a, b), _ = world
     a.run_once()

@@ -12,10 +12,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from scalar.runtime import ControlPlane, load_settings
 from scalar.store import Store
 from tests.conftest import REPO
 from tests.runtime.helpers import audit
+
+pytestmark = pytest.mark.slow  # two real controller processes, fail-over
 
 CONFIG = """
 [market]

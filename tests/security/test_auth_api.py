@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import string
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import select
 
+from scalar.api.auth import COOKIE_NAME, token_of
 from scalar.store.schema_auth import api_tokens
 from tests.security.conftest import Secured
 
@@ -147,3 +151,45 @@ def test_token_fields_are_validated(secured_sqlite: Secured) -> None:
             response = admin.post("/tokens", json=body)
             assert response.status_code == 422, (body, response.text)
             assert response.json()["errors"][0]["field"] in {"tenant", "role", "extra"}
+
+
+MALFORMED_COOKIES = [
+    "scalar_token",  # no '='
+    "scalar_token=",  # empty value
+    "=;;;=",
+    'scalar_token="',  # an unclosed quote
+    "scalar_token=a=b=c",
+    ";;scalar_token; ;x",
+    "scalar_token=" + "x" * 5000,
+    "other=1; scalar_token=scalar..; third",
+]
+
+
+def test_the_cookie_is_read_from_a_real_cookie_header_and_a_bad_one_is_401(secured_sqlite: Secured) -> None:
+    good = secured_sqlite.token("team-a")
+    for header in (f"scalar_token={good}", f'theme=dark; lang="en us"; scalar_token="{good}"; x=1'):
+        with secured_sqlite.client(cookie=header) as client:
+            assert client.get("/whoami").json()["tenant"] == "team-a", header
+    answers = []
+    for header in MALFORMED_COOKIES:
+        with secured_sqlite.client(cookie=header) as client:
+            answers.append(_unauthorized(client.get("/jobs")))
+    same = [{k: v for k, v in a.items() if k != "instance"} for a in answers]
+    assert all(a == same[0] for a in same)  # every malformed header: the same 401 as no token at all
+    with secured_sqlite.client(
+        good, cookie="scalar_token=nonsense"
+    ) as client:  # the bearer token comes first
+        assert client.get("/whoami").json()["tenant"] == "team-a"
+
+
+@given(st.text(max_size=200))
+def test_any_cookie_header_gives_a_token_or_none_and_never_raises(header: str) -> None:
+    found = token_of({"cookie": header})
+    assert found is None or (found and COOKIE_NAME in header)
+
+
+@given(st.text(alphabet=string.ascii_letters + string.digits + "._-", min_size=1, max_size=80))
+def test_a_token_cookie_among_others_is_found(token: str) -> None:
+    header = f"theme=dark; {COOKIE_NAME}={token}; lang=en"
+    assert token_of({"cookie": header}) == token
+    assert token_of({"cookie": header, "authorization": "Bearer other"}) == "other"

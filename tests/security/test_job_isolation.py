@@ -26,11 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from scalar.agent import isolation as iso
 from scalar.cli.agent import start_local_agent, stop_local_agent
 from scalar.runtime.auth import ensure_local_admin_token
 from tests.agent.harness import Controller, agent, controller, kill_tree_of, wait_until
+
+pytestmark = pytest.mark.slow  # real agent, bwrap sandboxes and jobs end to end
 
 # The hostile job: tries every target, prints what it got (so a leak would show in its log).
 ATTACK = r"""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench import protocol_a
-from bench.png import decode_size
+import matplotlib.image
+import pytest
+from bench import protocol_a, report
 
 from scalar.sim.synthetic import generate
 from scalar.sim.traces import write_nodes, write_pods
+
+pytestmark = pytest.mark.slow  # the Protocol A benchmark script, end to end
 
 
 def test_bench_writes_its_section_and_plot(tmp_path: Path) -> None:
@@ -32,7 +35,8 @@ def test_bench_writes_its_section_and_plot(tmp_path: Path) -> None:
     }
     assert set(rows) == {"scalar", "fgd", "best-fit"}
     assert all(50.0 < v <= 100.0 for v in rows.values())
-    assert decode_size((tmp_path / "a.png").read_bytes()) == (900, 560)
+    height, width, _ = matplotlib.image.imread(tmp_path / "a.png").shape  # a real PNG, decoded
+    assert (width, height) == tuple(round(inches * report.DPI) for inches in protocol_a.PLOT_SIZE)
     assert (
         len(list((tmp_path / "cache").glob("protocol_a-*.json"))) == 3 * 2 + 3 * 2
     )  # + the random tie-break

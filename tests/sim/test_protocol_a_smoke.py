@@ -8,6 +8,8 @@ from scalar.sim.protocol_a import run_once
 from scalar.sim.traces import read_nodes, read_pods
 from tests.conftest import DATA
 
+pytestmark = pytest.mark.slow  # Protocol A on the whole default trace
+
 TRACE = DATA / "traces" / "alibaba-gpu-v2023"
 # Published means over 10 seeds at 130% arrived (fgd-atc23/allo_summary.txt); one seed lands near them.
 PUBLISHED_130 = {"best-fit": 93.08, "fgd": 95.39}

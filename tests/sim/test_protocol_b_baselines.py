@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,6 +122,7 @@ small_jobs = st.lists(
 )
 
 
+@pytest.mark.slow  # every policy's full run, then the LP
 @settings(max_examples=20, deadline=None)
 @given(jobs=small_jobs)
 def test_the_lp_bound_is_at_or_below_every_policy(jobs: list[DynamicJob]) -> None:

@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import EXAMPLES, REPO
 from tests.sim.protocol_b_fixtures import write_pods
 
+pytestmark = pytest.mark.slow  # simulate dynamic processes, each a full run
+
 PODS = EXAMPLES / "pods-dynamic.csv"
 
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.image
 import pytest
-from bench.png import decode_size
 from bench.protocol_b import END, START, plot_spend, plot_timeline, plot_tradeoff, render, write_section
 
 from scalar.sim.dynamic.workload import WindowOptions
 from scalar.sim.protocol_b import POLICIES, ProtocolBOptions, run_protocol_b
 from scalar.sim.protocol_b_runs import summarize
 from tests.conftest import DATA
+
+pytestmark = pytest.mark.slow  # Protocol B on a window of the real trace
 
 PODS = DATA / "traces" / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
 
@@ -63,7 +65,7 @@ def test_the_bench_writes_its_section_and_plots(smoke: dict, tmp_path: Path) -> 
     plot_timeline(smoke, plots["timeline"])
     plot_spend([smoke], plots["spend"])
     for path in plots.values():
-        width, height = decode_size(path.read_bytes())
+        height, width, _ = matplotlib.image.imread(path).shape  # a real PNG, decoded
         assert width > 500 and height > 300
     section = render(
         [("matrix", "scalar simulate dynamic ...", summary)],

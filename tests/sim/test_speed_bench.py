@@ -18,6 +18,8 @@ from scalar.sim.synthetic import generate
 from scalar.sim.traces import write_nodes, write_pods
 from tests.sim.helpers import make_state, node, pod
 
+pytestmark = pytest.mark.slow  # the speed benchmark runs
+
 
 def jobs_of(pods: list) -> list[speed.Job]:  # type: ignore[type-arg]
     return [

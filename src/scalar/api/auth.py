@@ -36,6 +36,7 @@ from urllib.parse import quote
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.requests import cookie_parser
 
 from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
@@ -255,11 +256,8 @@ def token_of(headers: dict[str, str]) -> str | None:
     scheme, _, value = auth.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()
-    for part in headers.get("cookie", "").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE_NAME and value:
-            return value
-    return None
+    # Starlette's parser (what ``request.cookies`` reads): lenient, so a malformed header is no cookie
+    return cookie_parser(headers.get("cookie", "")).get(COOKIE_NAME) or None
 
 
 class SecurityMiddleware:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from scalar.cli.errors import fail
-from scalar.cli.output import console
+from scalar.cli.output import console, explain, table_width, wide_option
 
 # (title, command line relative to the examples directory)
 DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -56,6 +56,10 @@ DEMO_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# The steps whose command has a --wide view (``scalar demo --wide`` passes it on).
+WIDE_COMMANDS = frozenset({"place", "quote", "route"})
+
+
 def find_examples(start: Path) -> Path | None:
     for directory in (start, *start.parents):
         candidate = directory / "examples"
@@ -70,23 +74,27 @@ def register(app: typer.Typer) -> None:
         examples: Path | None = typer.Option(
             None, help="Directory of example files (default: ./examples of the checkout)."
         ),
+        wide: bool = wide_option(),
     ) -> None:
         """Walk through the five decisions on the example files: what Scalar would decide, and why."""
         ex = examples or find_examples(Path.cwd())
         if ex is None or not ex.is_dir():
             fail("cannot find the example files; run from a checkout of Scalar or pass --examples DIR")
         out = console()
+        out.width = table_width() or 80  # a rule on a pipe: 80 columns, not the width of whole rows
         for title, argv in DEMO_STEPS:
             out.rule(f"[bold]{title}")
             args = [part.format(ex=ex) for part in argv]
-            out.print(f"[dim]$ scalar {' '.join(args)}[/dim]")
+            if wide and argv[0] in WIDE_COMMANDS:
+                args.append("--wide")
+            explain(f"$ scalar {' '.join(args)}", hang="    ")
             try:
                 app(args, standalone_mode=False)
             except SystemExit as exc:  # a command's own exit; the demo goes on
                 if exc.code not in (0, None):
                     out.print(f"[red]exit {exc.code}[/red]")
         out.rule()
-        out.print(
-            "Each command also takes --json. See docs/formats.md for the file formats, "
-            "and `scalar COMMAND --help`."
+        explain(
+            "Each command also takes --json (and place, quote and route --wide). See docs/formats.md for "
+            "the file formats, and `scalar COMMAND --help`."
         )

@@ -14,8 +14,8 @@ from scalar.cli.cluster_output import fetch
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.inputs import InputError, parse_json_file
 from scalar.cli.jobs import server_option
-from scalar.cli.orderbook_live import print_live_book
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.orderbook_live import ASK_COLUMNS, BID_COLUMNS, print_live_book
+from scalar.cli.output import explain, make_table, print_json, say, show
 from scalar.domain.orderbook import (
     OrderbookAnalysis,
     analyze_orderbook,
@@ -43,7 +43,6 @@ def _hours(value: object) -> str:
 
 
 def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gpus_per_node: int) -> None:
-    out = console()
     scores = {s.index: s for s in analysis.scores}
     rows = []
     for level in analysis.asks:
@@ -68,15 +67,11 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         f"ASKS {instance_type}: {analysis.required_gpus} GPUs required "
         f"({nodes} node{'s' if nodes != 1 else ''} x {gpus_per_node} GPUs), USD per GPU-hour"
     )
-    out.print(
-        make_table(
-            ["index", "price", "qty_gpus", "cumulative", "duration_hours", "score", "note"], rows, title
-        )
-    )
+    show(make_table(ASK_COLUMNS, rows, title))
     bid_rows = [
         [format_usd(b.price_per_gpu_hour), b.quantity_gpus, _hours(b.duration_hours)] for b in analysis.bids
     ]
-    out.print(make_table(["price", "qty_gpus", "duration_hours"], bid_rows, f"BIDS {instance_type}"))
+    show(make_table(BID_COLUMNS, bid_rows, f"BIDS {instance_type}"))
 
     lines: list[str] = []
     price = analysis.optimal_price_per_gpu_hour
@@ -114,7 +109,7 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         if warning is not analysis.reason:
             lines.append(f"Warning: {warning.message}")
     for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+        explain(line)
 
 
 def register(app: typer.Typer) -> None:
@@ -174,4 +169,4 @@ def register(app: typer.Typer) -> None:
             print_json(response.model_dump(mode="json"))
             return
         _print_table(analysis, parsed.instance_type, nodes, gpus_per_node)
-        console().print(f"Last updated: {format_timestamp(last_updated)}", markup=False, highlight=False)
+        say(f"Last updated: {format_timestamp(last_updated)}")

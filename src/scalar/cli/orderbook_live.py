@@ -5,7 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from scalar.cli.cluster_output import table
-from scalar.cli.output import say, show, when
+from scalar.cli.output import Col, explain, say, show, when
+
+# The asks and bids tables, from a file (``--book``) or the server's live book.
+ASK_COLUMNS = [
+    Col("index", "num"),
+    Col("price", "num"),
+    Col("qty_gpus", "num"),
+    Col("cumulative", "num"),
+    Col("duration_hours", "num"),
+    Col("score", "num"),
+    Col("note", "key"),
+]
+BID_COLUMNS = [Col("price", "num"), Col("qty_gpus", "num"), Col("duration_hours", "num")]
 
 
 def _usd(value: Any) -> str | None:
@@ -42,14 +54,15 @@ def print_live_book(r: dict[str, Any]) -> None:
         f"ASKS {r.get('instance_type')}: {meta.get('required_gpus')} GPUs required "
         f"({nodes} node{'s' if nodes != 1 else ''} x {meta.get('gpus_per_node')} GPUs), USD per GPU-hour"
     )
-    headers = ["index", "price", "qty_gpus", "cumulative", "duration_hours", "score", "note"]
-    show(table(headers, rows, title, ["TOTAL", None, r.get("total_ask_liquidity"), None, None, None, None]))
+    show(
+        table(ASK_COLUMNS, rows, title, ["TOTAL", None, r.get("total_ask_liquidity"), None, None, None, None])
+    )
     bids = [
         [_usd(b.get("price")), b.get("quantity_gpus"), b.get("duration_hours")] for b in r.get("bids") or []
     ]
     show(
         table(
-            ["price", "qty_gpus", "duration_hours"],
+            BID_COLUMNS,
             bids,
             f"BIDS {r.get('instance_type')}",
             ["TOTAL", r.get("total_bid_liquidity"), None],
@@ -64,13 +77,13 @@ def print_live_book(r: dict[str, Any]) -> None:
     say(f"Liquidity: asks {r.get('total_ask_liquidity')} GPUs, bids {r.get('total_bid_liquidity')} GPUs")
     fill = r.get("fill")
     if fill:
-        say(
+        explain(
             f"Fill: {fill.get('filled_gpus')} of {fill.get('required_gpus')} GPUs at a VWAP of {_usd(fill.get('vwap'))}/GPU-h "
             f"(best {_usd(fill.get('best_price'))}, worst {_usd(fill.get('worst_price'))}), "
             f"{_usd(fill.get('cost_per_hour'))}/h in all"
         )
-    say(f"Why: {(r.get('reason') or {}).get('message', '-')}")
+    explain(f"Why: {(r.get('reason') or {}).get('message', '-')}")
     for warning in r.get("warnings") or []:
         if warning != r.get("reason"):
-            say(f"Warning: {warning.get('message')}")
+            explain(f"Warning: {warning.get('message')}")
     say(f"Last updated: {when(r.get('last_updated')) or r.get('last_updated') or '-'}")

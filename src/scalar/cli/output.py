@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -246,6 +247,25 @@ def show(table: Table, file: IO[str] | None = None) -> None:
 def say(text: str, file: IO[str] | None = None) -> None:
     """A line of prose, never read as markup; it is not hard-wrapped (the terminal wraps it, and a pipe
     gets it whole, so a command or an id in it can be copied)."""
+    console(file).print(text, markup=False, highlight=False)
+
+
+def explain(text: str, *, hang: str = "  ", file: IO[str] | None = None) -> None:
+    """A line of a decision's explanation (a reason, a summary, the command a demo runs), wrapped on words
+    at the width tables fit (``$COLUMNS``, else the terminal's), its following lines indented by ``hang``
+    past its own indent; on a pipe without ``$COLUMNS`` it stays whole, one line. A word is never cut:
+    one wider than the terminal (a long path) overflows rather than being split."""
+    width = table_width()
+    if width is not None and len(text) > width:
+        indent = text[: len(text) - len(text.lstrip(" "))]
+        text = textwrap.fill(
+            text.strip(" "),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + hang,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
     console(file).print(text, markup=False, highlight=False)
 
 

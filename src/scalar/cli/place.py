@@ -10,7 +10,7 @@ import typer
 
 from scalar.cli.errors import user_errors
 from scalar.cli.inputs import InputError, parse_json_file
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.packing import PlacementDecision, schedule_job
 from scalar.domain.packing_model import Node
@@ -36,7 +36,19 @@ def _input_error(path: Path, exc: InvalidSpecError) -> InputError:
     return InputError(str(path), exc.field, problem)
 
 
-def _table(nodes: tuple[Node, ...], decision: PlacementDecision, now: datetime) -> None:
+COLUMNS = [
+    Col("node", "id"),
+    Col("provider", "key"),
+    Col("gpu_model", "key", wide=True),
+    Col("tier", "key"),
+    Col("free_gpus", "num"),
+    Col("expires_in", "key"),
+    Col("score", "num"),
+    Col("result", "key"),
+]
+
+
+def _table(nodes: tuple[Node, ...], decision: PlacementDecision, now: datetime, wide: bool) -> None:
     """One row per node (the chosen one marked ``*``), then why each node was or was not chosen."""
     rejected = {r.node_id: r for r in decision.rejections}
     rows: list[list[object]] = []
@@ -69,15 +81,10 @@ def _table(nodes: tuple[Node, ...], decision: PlacementDecision, now: datetime) 
                 result,
             ]
         )
-    headers = ["node", "provider", "gpu_model", "tier", "free_gpus", "expires_in", "score", "result"]
-    table = make_table(headers, rows, title=f"{decision.kind.value}: job {decision.job_id}")
-    for column in table.columns[1:]:
-        column.no_wrap = True
-    out = console()
-    out.print(table)
+    show(make_table(COLUMNS, rows, title=f"{decision.kind.value}: job {decision.job_id}", wide=wide))
     for line in why:
-        out.print(line, highlight=False)
-    out.print(decision.summary, highlight=False)
+        explain(line)
+    explain(decision.summary)
 
 
 def register(app: typer.Typer) -> None:
@@ -91,6 +98,7 @@ def register(app: typer.Typer) -> None:
         job: Annotated[Path, typer.Option("--job", help="JOB.json: the job to place.")],
         now: Annotated[str, typer.Option("--now", help="The time of the decision, ISO 8601 with a zone.")],
         as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+        wide: bool = wide_option(),
     ) -> None:
         """Place one job on a cluster the way Scalar's packer would (seed 001), explaining every node."""
         at = parse_now(now)
@@ -108,4 +116,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(placement_to_json(decision))
         else:
-            _table(nodes, decision, at)
+            _table(nodes, decision, at, wide)

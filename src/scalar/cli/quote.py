@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.measure import Measurement
 
 from scalar.api.client import ServerProblem, ServerUnreachable
 from scalar.cli.errors import user_errors
 from scalar.cli.inputs import parse_json_file
 from scalar.cli.jobs import print_problem_and_exit, server_option
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
 from scalar.cli.prices import PricesClient, age_text, usd
 from scalar.domain.arbitrage import (
     NoSuitableInstanceError,
@@ -39,6 +38,25 @@ class ScorerName(StrEnum):
     seed = "seed"
 
 
+COLUMNS = [
+    Col("rank", "key"),
+    Col("provider", "key"),
+    Col("region", "key"),
+    Col("availability_zone", "key", wide=True),
+    Col("instance_type", "id"),
+    Col("offer", "text"),  # GPUs, spot or on-demand
+    Col("per_gpu_h", "num"),
+    Col("per_h", "num", wide=True),
+    Col("interruption_rate", "num", wide=True),
+    Col("score", "num"),
+]
+
+
+def _offer(gpus: str | None, spot: bool) -> str:
+    kind = "spot" if spot else "on-demand"
+    return kind if gpus is None else f"{gpus} {kind}"
+
+
 def _row(label: str, p: Placement) -> list[object]:
     o = p.offer
     per_gpu = p.price_per_gpu_hour
@@ -48,51 +66,33 @@ def _row(label: str, p: Placement) -> list[object]:
         o.region,
         o.availability_zone,
         o.instance_type,
-        "spot" if o.spot else "on-demand",
-        f"{o.gpu_count:g} x {o.gpu_model}" if o.gpu_count > 0 else None,
-        f"${round_micros(o.price_per_hour).normalize():f}",
+        _offer(f"{o.gpu_count:g} x {o.gpu_model}" if o.gpu_count > 0 else None, o.spot),
         None if per_gpu is None else f"${round_cents(per_gpu)}",
+        f"${round_micros(o.price_per_hour).normalize():f}",
         None if o.interruption_rate is None else f"{o.interruption_rate:g}",
         f"{p.score:.2f}",
     ]
 
 
-def _print_table(decision: PlacementDecision) -> None:
-    headers = [
-        "rank",
-        "provider",
-        "region",
-        "availability_zone",
-        "instance_type",
-        "kind",
-        "gpus",
-        "price_per_hour",
-        "price_per_gpu_hour",
-        "interruption_rate",
-        "score",
-    ]
+def _print_table(decision: PlacementDecision, wide: bool) -> None:
     rows = [_row("1 (chosen)", Placement(decision.offer, decision.score))]
     rows += [_row(str(i), a) for i, a in enumerate(decision.alternatives, start=2)]
-    table = make_table(headers, rows, title=f"Placement ({decision.scorer} scorer)")
-    out = console()
-    if not out.is_terminal:  # a file or a pipe: print whole rows rather than truncate them
-        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
-    out.print(table)
+    show(make_table(COLUMNS, rows, title=f"Placement ({decision.scorer} scorer)", wide=wide))
     for reason in decision.reasons:
-        out.print(f"- {reason.message}", highlight=False, markup=False)
+        explain(f"- {reason.message}")
 
 
-LIVE_HEADERS = [
-    "rank",
-    "provider",
-    "source",
-    "region",
-    "availability_zone",
-    "instance_type",
-    "price_per_hour",
-    "price_per_gpu_hour",
-    "score",
-    "age",
+LIVE_COLUMNS = [
+    Col("rank", "key"),
+    Col("provider", "key"),
+    Col("source", "key", wide=True),
+    Col("region", "key"),
+    Col("availability_zone", "key", wide=True),
+    Col("instance_type", "id"),
+    Col("per_gpu_h", "num"),
+    Col("per_h", "num", wide=True),
+    Col("score", "num"),
+    Col("age", "key"),
 ]
 NO_MATCH_TYPE = "urn:scalar:problem:no-suitable-offer"
 
@@ -106,25 +106,20 @@ def _live_row(label: str, p: Mapping[str, Any]) -> list[object]:
         p.get("region"),
         p.get("availabilityZone"),
         p.get("instanceType"),
-        usd(p.get("pricePerHour")),
         usd(p.get("pricePerGpuHour")),
+        usd(p.get("pricePerHour")),
         f"{p.get('score', 0):.2f}",
         f"{age} (STALE)" if p.get("stale") else age,
     ]
 
 
-def _print_live_table(decision: Mapping[str, Any]) -> None:
+def _print_live_table(decision: Mapping[str, Any], wide: bool) -> None:
     rows = [_live_row("1 (chosen)", decision)]
     rows += [_live_row(str(i), a) for i, a in enumerate(decision.get("alternatives", []), start=2)]
-    out = console()
-    table = make_table(
-        LIVE_HEADERS, rows, title=f"Placement over live offers ({decision.get('scorer')} scorer)"
-    )
-    if not out.is_terminal:
-        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
-    out.print(table)
+    title = f"Placement over live offers ({decision.get('scorer')} scorer)"
+    show(make_table(LIVE_COLUMNS, rows, title=title, wide=wide))
     for reason in decision.get("reasons", []):
-        out.print(f"- {reason.get('message')}", highlight=False, markup=False)
+        explain(f"- {reason.get('message')}")
 
 
 def _ask_server(server: str, body: Mapping[str, Any], scorer: str) -> dict[str, Any]:
@@ -163,6 +158,7 @@ def register(app: typer.Typer) -> None:
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the decision as JSON."),
         server: str = server_option(),
+        wide: bool = wide_option(),
     ) -> None:
         """Pick the best offer for a workload from a price list (or, without --prices, from the server's
         built-in and live offers), with the top 3 alternatives.
@@ -176,7 +172,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print_json(answer)
             else:
-                _print_live_table(answer)
+                _print_live_table(answer, wide)
             return
         offers = parse_json_file(prices, PricesFile).to_offers()
         req = parse_json_file(requirements, RequirementsFile).to_requirements()
@@ -188,4 +184,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(decision_to_json(decision))
         else:
-            _print_table(decision)
+            _print_table(decision, wide)

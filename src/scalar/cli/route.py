@@ -9,7 +9,7 @@ import typer
 
 from scalar.cli.errors import user_errors
 from scalar.cli.inputs import InputError, parse_json_file
-from scalar.cli.output import cell, console, make_table, print_json
+from scalar.cli.output import Col, cell, explain, make_table, print_json, say, show, wide_option
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.reasons import Reason
 from scalar.domain.routing import RoutingInputError, route_demand
@@ -61,8 +61,31 @@ def _numbers(reason: Reason) -> str:
     return f"{reason.resource}: " + ", ".join(parts)
 
 
-def _print_tables(decision: RoutingDecision, groups: list[ScaleGroup]) -> None:
-    out = console()
+LAUNCH_COLUMNS = [
+    Col("group", "id"),
+    Col("priority", "num"),
+    Col("launch", "num"),
+    Col("in_flight", "num", wide=True),
+    Col("ready", "num", wide=True),
+    Col("failed", "num", wide=True),
+    Col("max", "num"),
+    Col("reason", "text"),
+]
+ROUTED_COLUMNS = [
+    Col("tasks", "key"),
+    Col("group", "id"),
+    Col("per_task", "text"),
+    Col("why", "text", ratio=2),
+]
+UNMET_COLUMNS = [
+    Col("tasks", "key"),
+    Col("code", "key"),
+    Col("numbers", "text"),
+    Col("message", "text", ratio=2),
+]
+
+
+def _print_tables(decision: RoutingDecision, groups: list[ScaleGroup], wide: bool) -> None:
     by_name = {g.name: g for g in groups}
     launch_rows = []
     for pg in decision.pending_groups:
@@ -82,10 +105,9 @@ def _print_tables(decision: RoutingDecision, groups: list[ScaleGroup]) -> None:
             ]
         )
     if launch_rows:
-        headers = ["group", "priority", "launch", "in_flight", "ready", "failed", "max", "reason"]
-        out.print(make_table(headers, launch_rows, title="Groups to launch"))
+        show(make_table(LAUNCH_COLUMNS, launch_rows, title="Groups to launch", wide=wide))
     else:
-        out.print("Groups to launch: none")
+        say("Groups to launch: none")
 
     routed_rows = [
         [_tasks(d.entry), d.group, d.entry.resources.describe(), d.reason.message]
@@ -93,19 +115,19 @@ def _print_tables(decision: RoutingDecision, groups: list[ScaleGroup]) -> None:
         if d.routed
     ]
     if routed_rows:
-        out.print(make_table(["tasks", "group", "per_task", "why"], routed_rows, title="Routed entries"))
+        show(make_table(ROUTED_COLUMNS, routed_rows, title="Routed entries", wide=wide))
     else:
-        out.print("Routed entries: none")
+        say("Routed entries: none")
 
     unmet_rows = [
         [_tasks(u.entry), u.reason.code, _numbers(u.reason), u.reason.message] for u in decision.unmet_entries
     ]
     if unmet_rows:
-        out.print(make_table(["tasks", "code", "numbers", "message"], unmet_rows, title="Unmet entries"))
+        show(make_table(UNMET_COLUMNS, unmet_rows, title="Unmet entries", wide=wide))
     else:
-        out.print("Unmet entries: none")
+        say("Unmet entries: none")
     for note in decision.notes:
-        out.print(f"note: {note}")
+        explain(f"note: {note}")
 
 
 def register(app: typer.Typer) -> None:
@@ -120,6 +142,7 @@ def register(app: typer.Typer) -> None:
         now: str | None = typer.Option(
             None, "--now", help="ISO 8601 time used for backoff_until (default: the current time)."
         ),
+        wide: bool = wide_option(),
     ) -> None:
         """Route demand to scale groups: slices to launch, where each entry goes, what stays unmet and why."""
         at = _parse_now(now)
@@ -132,4 +155,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(decision_to_json(decision))
         else:
-            _print_tables(decision, scale_groups)
+            _print_tables(decision, scale_groups, wide)

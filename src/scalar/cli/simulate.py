@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
 from scalar.sim.metrics import REPORTED_POINTS
 from scalar.sim.policies import DEFAULT_POLICY, POLICIES
 from scalar.sim.policies.base import TIE_BREAKS
@@ -121,16 +121,22 @@ def summary_json(
     }
 
 
-def _print_table(data: dict[str, Any]) -> None:
-    out = console()
-    out.print(
+COLUMNS = [
+    Col("seed", "key"),
+    Col("pods", "num"),
+    Col("failed", "num"),
+    *[Col(f"at_{x}", "num") for x in REPORTED_POINTS],
+    Col("frag_at_90", "num"),
+    Col("time_s", "num", wide=True),
+]
+
+
+def _print_table(data: dict[str, Any], wide: bool) -> None:
+    explain(
         f"Protocol A (FGD artifact): policy {data['policy']} on {data['nodes']} nodes / {data['gpus']} GPUs, "
-        f"pods {data['pods_file']}, inflated to {data['inflation']}x GPU capacity, RNG {data['rng']}",
-        highlight=False,
-        markup=False,
+        f"pods {data['pods_file']}, inflated to {data['inflation']}x GPU capacity, RNG {data['rng']}"
     )
-    out.print(f"Tie-break: {data['tie_break']} ({data['tie_break_rule']}).", highlight=False, markup=False)
-    headers = ["seed", "pods", "failed", *[f"at_{x}" for x in REPORTED_POINTS], "frag_at_90", "time_s"]
+    explain(f"Tie-break: {data['tie_break']} ({data['tie_break_rule']}).")
     rows: list[list[Any]] = []
     for run in data["per_seed"]:
         alloc = run["allocation_ratio"]
@@ -155,9 +161,8 @@ def _print_table(data: dict[str, Any]) -> None:
             None,
         ]
     )
-    out.print(
-        make_table(headers, rows, title="GPU allocation ratio (%) at arrived GPU demand (% of capacity)")
-    )
+    title = "GPU allocation ratio (%) at arrived GPU demand (% of capacity)"
+    show(make_table(COLUMNS, rows, title=title, wide=wide))
 
 
 @simulate_app.command("fgd")
@@ -175,6 +180,7 @@ def fgd_command(
     seeds: str = typer.Option(DEFAULT_SEEDS, "--seeds", help="A range (42-51) or a list (42,43)."),
     tie_break: str = typer.Option("name", "--tie-break", help="name (as the artifact) or random."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    wide: bool = wide_option(),
 ) -> None:
     """Protocol A: the FGD paper's static benchmark (pods arrive until 1.3x GPU capacity, never leave)."""
     if policy not in POLICIES:
@@ -221,7 +227,7 @@ def fgd_command(
     if as_json:
         print_json(data)
     else:
-        _print_table(data)
+        _print_table(data, wide)
 
 
 def _register_dynamic() -> None:

@@ -15,11 +15,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from scalar.cli.errors import fail, user_errors
-from scalar.cli.output import console, make_table, print_json
+from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
 from scalar.domain.tier import Tier
 from scalar.sim.dynamic.workload import DEFAULT_ESTIMATE_SIGMA, WindowOptions
 from scalar.sim.protocol_b import DEFAULT_SEED, POLICIES, ProtocolBResult, load_workload, policy_list
@@ -47,45 +46,60 @@ def _pct(value: float | None) -> str | None:
     return None if value is None else f"{100 * value:.1f}%"
 
 
-def _print(result: ProtocolBResult) -> None:
+POLICY_COLUMNS = [
+    Col("policy", "key"),
+    Col("cost", "num"),
+    Col("per_delivered_gpu_h", "num", wide=True),
+    Col("idle_gpu_h", "num", wide=True),
+    Col("fast_p50_min", "num", wide=True),
+    Col("fast_p95_min", "num", wide=True),
+    Col("fast_p99_min", "num"),
+    Col("fast_slo", "num"),
+    Col("flex_p50_min", "num", wide=True),
+    Col("flex_p95_min", "num", wide=True),
+    Col("flex_p99_min", "num"),
+    Col("flex_slo", "num"),
+]
+SUMMARY_COLUMNS = [
+    Col("policy", "key"),
+    Col("cost", "num"),
+    Col("cost_sd", "num", wide=True),
+    Col("x_bound", "num"),
+    Col("fast_p99_min", "num"),
+    Col("fast_slo", "num"),
+    Col("flex_p99_min", "num", wide=True),
+    Col("flex_slo", "num"),
+    Col("preempted_gpu_h", "num", wide=True),
+    Col("killed_runs", "num", wide=True),
+    Col("scalar_wins", "num"),
+]
+
+
+def _print(result: ProtocolBResult, wide: bool) -> None:
     data = result.to_dict()
-    out = console()
     w, wl = data["window"], data["workload"]
-    out.print(
+    explain(
         f"Protocol B on {data['pods_file']}: days {w['start_day']:g} to {w['start_day'] + w['days']:g} of the "
         f"trace, compressed {w['compress']:g}x ({w['simulated_s'] / 3600:.1f} simulated hours), market seed "
-        f"{data['seed']}",
-        highlight=False,
-        markup=False,
+        f"{data['seed']}"
     )
     skipped = ", ".join(f"{n} {k}" for k, n in wl["skipped"].items() if n)
     tiers = ", ".join(f"{n} {t}" for t, n in wl["tiers"].items())
-    out.print(
+    explain(
         f"{wl['jobs']} jobs of {wl['pods_read']} pods ({tiers}; {wl['demanded_gpu_hours']:g} GPU-hours demanded; "
-        f"{wl['clipped_to_window']} cut to the window); skipped: {skipped or 'none'}",
-        highlight=False,
-        markup=False,
+        f"{wl['clipped_to_window']} cut to the window); skipped: {skipped or 'none'}"
     )
     mapping = make_table(
-        ["trace_models", "mapped_to", "pods", "gpu_hours"],
+        [
+            Col("trace_models", "text"),
+            Col("mapped_to", "text", ratio=2),
+            Col("pods", "num"),
+            Col("gpu_hours", "num"),
+        ],
         [[r["trace_models"], r["models"], r["pods"], round(r["gpu_hours"], 1)] for r in wl["mapping"]],
         title="GPU model mapping",
     )
-    out.print(mapping)
-    headers = [
-        "policy",
-        "cost",
-        "per_delivered_gpu_h",
-        "idle_gpu_h",
-        "fast_p50_min",
-        "fast_p95_min",
-        "fast_p99_min",
-        "fast_slo",
-        "flex_p50_min",
-        "flex_p95_min",
-        "flex_p99_min",
-        "flex_slo",
-    ]
+    show(mapping)
     rows: list[list[Any]] = []
     for p in data["policies"]:
         f, x = p["fast"], p["flex"]
@@ -106,12 +120,8 @@ def _print(result: ProtocolBResult) -> None:
                 _pct(x["slo_attainment"]),
             ]
         )
-    table = make_table(
-        headers, rows, title="Cost and waits per policy (SLO: FAST wait <= 10 min, FLEX <= 1 h)"
-    )
-    if not out.is_terminal:  # a file or a pipe: print whole rows rather than truncate them
-        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
-    out.print(table)
+    title = "Cost and waits per policy (SLO: FAST wait <= 10 min, FLEX <= 1 h)"
+    show(make_table(POLICY_COLUMNS, rows, title=title, wide=wide))
     bound = next((p for p in data["policies"] if p["policy"] == "lower-bound"), None)
     if bound is not None and bound["cost"]:
         ratios = ", ".join(
@@ -119,7 +129,7 @@ def _print(result: ProtocolBResult) -> None:
             for p in data["policies"]
             if p["policy"] != "lower-bound"
         )
-        out.print(f"cost against the lower bound: {ratios}", highlight=False, markup=False)
+        explain(f"cost against the lower bound: {ratios}")
 
 
 def parse_numbers(text: str, field: str, *, ranges: bool = False) -> list[float]:
@@ -148,15 +158,12 @@ def parse_numbers(text: str, field: str, *, ranges: bool = False) -> list[float]
     return list(dict.fromkeys(out))
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
-    out = console()
+def _print_summary(summary: dict[str, Any], wide: bool) -> None:
     runs = summary["runs"]
-    out.print(
+    explain(
         f"Protocol B: {len(runs)} runs (seeds {sorted({r['seed'] for r in runs})}, start days "
         f"{sorted({r['window']['start_day'] for r in runs})}, preemption scales "
-        f"{sorted({r['preemption_scale'] for r in runs})}); means over runs",
-        highlight=False,
-        markup=False,
+        f"{sorted({r['preemption_scale'] for r in runs})}); means over runs"
     )
     rows = []
     for p in summary["policies"]:
@@ -176,26 +183,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 "-" if w is None else f"{w['scalar_wins']}/{w['runs']}",
             ]
         )
-    table = make_table(
-        [
-            "policy",
-            "cost",
-            "cost_sd",
-            "x_bound",
-            "fast_p99_min",
-            "fast_slo",
-            "flex_p99_min",
-            "flex_slo",
-            "preempted_gpu_h",
-            "killed_runs",
-            "scalar_wins",
-        ],
-        rows,
-        title="Means over runs (scalar_wins: cheaper at FAST p99 <= the baseline's + 6 s, or < 10 min)",
-    )
-    if not out.is_terminal:
-        out.width = max(out.width, Measurement.get(out, out.options.update_width(1000), table).maximum)
-    out.print(table)
+    title = "Means over runs (scalar_wins: cheaper at FAST p99 <= the baseline's + 6 s, or < 10 min)"
+    show(make_table(SUMMARY_COLUMNS, rows, title=title, wide=wide))
 
 
 def register_dynamic(simulate_app: typer.Typer) -> None:
@@ -241,6 +230,7 @@ def register_dynamic(simulate_app: typer.Typer) -> None:
             BurstableTier.flex, "--burstable", help="Tier of Burstable pods."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+        wide: bool = wide_option(),
     ) -> None:
         """Replay a pod trace in time through Scalar's engine and the autoscalers it is measured against."""
         names = [n.strip() for item in policy for n in item.split(",") if n.strip()]
@@ -298,13 +288,13 @@ def register_dynamic(simulate_app: typer.Typer) -> None:
             if as_json:
                 print_json(results[0].to_dict())
             else:
-                _print(results[0])
+                _print(results[0], wide)
             return
         summary = summarize([r.to_dict() for r in results])
         if as_json:
             print_json(summary)
         else:
-            _print_summary(summary)
+            _print_summary(summary, wide)
 
 
 def main() -> None:
