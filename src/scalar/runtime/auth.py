@@ -248,10 +248,16 @@ def owner_of(job: dict[str, Any]) -> str:
 
 
 def list_jobs_of_tenant(
-    tx: Tx, tenant: str, state: str | None, limit: int, offset: int, newest_first: bool = False
+    tx: Tx,
+    tenant: str,
+    state: str | None,
+    limit: int,
+    offset: int,
+    newest_first: bool = False,
+    after: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = repo.list_jobs_of_tenant(
-        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first
+        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first, after=after
     )
     return [dict(r.data) for r in rows]
 

@@ -462,15 +462,19 @@ class ControlPlane:
         offset: int = 0,
         tenant: str | None = None,
         newest_first: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         """Jobs in submission order (ids sort by submission time; ``newest_first``: the other way),
-        optionally only those in ``state`` (and, with ``tenant``, only that tenant's)."""
+        optionally only those in ``state`` (and, with ``tenant``, only that tenant's); ``after``: only the
+        jobs past that id in this order (keyset paging, ``api/paging.py``)."""
         store, _ = self._opened()
         wanted = state.upper() if state else None
         with store.read() as tx:
             if tenant is not None:
-                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first)
-            rows = tx.list_projection("jobs", wanted, limit=limit, offset=offset, descending=newest_first)
+                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first, after)
+            rows = tx.list_projection(
+                "jobs", wanted, limit=limit, offset=offset, descending=newest_first, after=after
+            )
         return [dict(r.data) for r in rows]
 
     # ---- tokens and the audit log (runtime/auth.py; docs/security.md) ----------------------------------

@@ -110,11 +110,15 @@ def list_projection(
     limit: int = 100,
     offset: int = 0,
     descending: bool = False,
+    after: str | None = None,
 ) -> list[Projection]:
     """Rows of ``table`` ordered by id (``descending``: the highest first), optionally only those in
-    ``state`` and/or under ``parent_id``."""
+    ``state`` and/or under ``parent_id``; ``after``: only those past that id in this order (keyset paging,
+    served by the primary key or the ``(state, id)`` index)."""
     t = projection_table(table)
     query = select(t)
+    if after is not None:
+        query = query.where(t.c.id < after if descending else t.c.id > after)
     if state is not None:
         query = query.where(t.c.state == state)
     if parent_id is not None:
