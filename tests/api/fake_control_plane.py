@@ -107,7 +107,9 @@ class FakeControlPlane:
         newest_first: bool = False,
         after: str | None = None,
     ) -> list[dict[str, Any]]:
-        jobs = sorted((j for j in self.jobs.values() if state is None or j["state"] == state), key=lambda j: j["id"])
+        jobs = sorted(
+            (j for j in self.jobs.values() if state is None or j["state"] == state), key=lambda j: j["id"]
+        )
         if newest_first:
             jobs.reverse()
         if after is not None:

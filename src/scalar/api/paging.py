@@ -77,7 +77,9 @@ def decode(cursor: str | None, listing: str) -> Cursor | None:
     if not isinstance(data, dict) or set(data) != {"k", "b", "l"} or data["b"] not in (0, 1):
         raise bad_cursor("is not a cursor this server returned")
     if data["l"] != listing:
-        raise bad_cursor("belongs to another listing (other filters, order or caller); start again without it")
+        raise bad_cursor(
+            "belongs to another listing (other filters, order or caller); start again without it"
+        )
     key = data["k"]
     if not _valid_key(key):
         raise bad_cursor("is not a cursor this server returned")
@@ -106,7 +108,9 @@ Fetch = Callable[[Key | None, bool, int], Sequence[T]]
 start) in the list's order, or with ``reverse`` in the opposite order (strictly before ``after_key``)."""
 
 
-def page(fetch: Fetch[T], key_of: Callable[[T], Key], limit: int, cursor: Cursor | None, listing: str) -> Page[T]:
+def page(
+    fetch: Fetch[T], key_of: Callable[[T], Key], limit: int, cursor: Cursor | None, listing: str
+) -> Page[T]:
     """One page of ``limit`` rows from ``cursor``, with the cursors of the pages after and before it.
 
     Reads ``limit + 1`` rows to know whether another page follows (no count of the whole list)."""

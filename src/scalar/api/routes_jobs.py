@@ -120,7 +120,11 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
                 422,
                 "invalid-request",
                 "offset: give either after (a cursor) or offset, not both",
-                [FieldProblem(field="offset", problem="is given with after", fix="leave offset out with after")],
+                [
+                    FieldProblem(
+                        field="offset", problem="is given with after", fix="leave offset out with after"
+                    )
+                ],
             )
 
         def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:

@@ -510,9 +510,14 @@ class ControlPlane:
         return self.tokens.revoke(token_id, actor=actor)
 
     def audit(
-        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+        self,
+        tenant: str | None = None,
+        action: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        before_id: int | None = None,
     ) -> list[dict[str, Any]]:
-        return self.tokens.audit(tenant, action, after_id, limit)
+        return self.tokens.audit(tenant, action, after_id, limit, before_id)
 
     def budgets(self) -> dict[str, Any]:
         """Spend limits and what is committed against them (``runtime.budgets``)."""
@@ -549,11 +554,23 @@ class ControlPlane:
     def explain(self, job_id: str) -> dict[str, Any] | None:
         return self._views().explain(job_id)
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
-        return self._views().nodes(include_gone)
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self._views().nodes(include_gone, limit, after, descending)
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]:
-        return self._views().blocks(status)
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self._views().blocks(status, limit, after, descending)
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return views_market.autoscaler_status(self._views(), all_groups)

@@ -199,7 +199,15 @@ class ClusterViews:
 
     # ---- GET /nodes ------------------------------------------------------------------------------------
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        """The slot map: ``nodes`` in id order (``descending``: the other way), at most ``limit`` of them
+        past the node id ``after``; ``totals`` are always the whole fleet's (so every node row is read)."""
         now = self.clock()
         with self.store.read() as tx:
             node_rows = rows(tx, "nodes")
@@ -217,11 +225,21 @@ class ClusterViews:
             if not include_gone and r.state in GONE_NODE_STATES:
                 continue
             out.append(slot_row(r.data, on_gpu, now))
-        return {"nodes": out, "count": len(out), "totals": slot_totals(out, by_state), "at": iso(now)}
+        totals = slot_totals(out, by_state)
+        shown = keyset_slice(out, "node_id", limit, after, descending)
+        return {"nodes": shown, "count": len(shown), "totals": totals, "at": iso(now)}
 
     # ---- GET /blocks -----------------------------------------------------------------------------------
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]:
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        """Contracts in id order (``descending``: the other way), at most ``limit`` past the block id
+        ``after``; ``totals`` are over every block in ``status``."""
         now = self.clock()
         with self.store.read() as tx:
             block_rows = rows(tx, "blocks", status)
@@ -266,10 +284,22 @@ class ClusterViews:
             "committed": money(committed),
             "accrued": money(accrued),
         }
-        return {"blocks": out, "count": len(out), "status": status, "totals": totals, "at": iso(now)}
+        shown = keyset_slice(out, "block_id", limit, after, descending)
+        return {"blocks": shown, "count": len(shown), "status": status, "totals": totals, "at": iso(now)}
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def keyset_slice(
+    items: list[dict[str, Any]], key: str, limit: int | None, after: str | None, descending: bool
+) -> list[dict[str, Any]]:
+    """``items`` (in ``key`` order) past ``after`` in that order (``descending``: the other way), at most
+    ``limit``: a page of a list whose totals needed every row anyway."""
+    ordered = list(reversed(items)) if descending else items
+    if after is not None:
+        ordered = [i for i in ordered if (str(i[key]) < after if descending else str(i[key]) > after)]
+    return ordered if limit is None else ordered[:limit]
 
 
 def _arrival(row: Projection) -> tuple[int, str, str]:
