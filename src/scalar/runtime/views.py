@@ -31,6 +31,15 @@ LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
 GONE_NODE_STATES = ("terminated", "failed")
 IN_FLIGHT_ORDERS = ("placed", "acknowledged")
 BLOCK_STATUSES = ("open", "released", "ended")
+# The few fields a view needs of thousands of job rows (the database extracts them: no whole documents).
+ON_GPU_FIELDS = {"placements": "json", "vram_per_gpu_gb": "float"}
+QUEUE_FIELDS = {"priority": "int", "submitted_at": "text"}
+NODE_TOTAL_FIELDS = {
+    "state": "text",
+    "gpu_count": "int",
+    "gpus_free": "int",
+    "vram_per_gpu_gb": "float",
+}
 FOLLOWER_NOTE = (
     "this process does not lead: {what} is known only to the leader's controller"
     " (ask the leading process, see GET /healthz lease_holder)"
@@ -130,9 +139,9 @@ class ClusterViews:
             if row is None:
                 return None
             story = tx.story(job_id, limit=story_limit)
-            pending = rows(tx, "jobs", "PENDING")
+            pending = tx.list_projection_fields("jobs", QUEUE_FIELDS, "PENDING")
             orders = rows(tx, "orders")
-            nodes = rows(tx, "nodes")
+            nodes = tx.list_projection_fields("nodes", {"ready_at": "text"})
         job = row.data
         known: JobExplanation | None = self.with_controller(lambda c: c.explain(job_id))
         notes: list[str] = []
@@ -210,24 +219,29 @@ class ClusterViews:
         past the node id ``after``; ``totals`` are always the whole fleet's (so every node row is read)."""
         now = self.clock()
         with self.store.read() as tx:
-            node_rows = rows(tx, "nodes")
-            job_rows = [r for s in LIVE_JOB_STATES for r in rows(tx, "jobs", s)]
-        on_gpu: dict[tuple[str, int], list[tuple[str, float]]] = {}
-        for j in job_rows:
-            for p in j.data.get("placements", []):
-                for index in p.get("gpu_indices", []):
-                    key = (p["node_id"], int(index))
-                    on_gpu.setdefault(key, []).append((j.id, float(j.data.get("vram_per_gpu_gb") or 0)))
-        by_state: dict[str, int] = {}
-        out = []
-        for r in node_rows:
-            by_state[r.state or "unknown"] = by_state.get(r.state or "unknown", 0) + 1
-            if not include_gone and r.state in GONE_NODE_STATES:
-                continue
-            out.append(slot_row(r.data, on_gpu, now))
-        totals = slot_totals(out, by_state)
-        shown = keyset_slice(out, "node_id", limit, after, descending)
-        return {"nodes": shown, "count": len(shown), "totals": totals, "at": iso(now)}
+            node_rows = tx.list_projection_fields("nodes", NODE_TOTAL_FIELDS)
+            job_rows = [
+                r for s in LIVE_JOB_STATES for r in tx.list_projection_fields("jobs", ON_GPU_FIELDS, s)
+            ]
+            on_gpu: dict[tuple[str, int], list[tuple[str, float]]] = {}
+            for j in job_rows:
+                for p in j.data.get("placements") or []:
+                    for index in p.get("gpu_indices", []):
+                        key = (p["node_id"], int(index))
+                        on_gpu.setdefault(key, []).append((j.id, float(j.data.get("vram_per_gpu_gb") or 0)))
+            by_state: dict[str, int] = {}
+            light = []
+            for r in node_rows:
+                by_state[r.state or "unknown"] = by_state.get(r.state or "unknown", 0) + 1
+                if not include_gone and r.state in GONE_NODE_STATES:
+                    continue
+                light.append(slot_row({**r.data, "node_id": r.id}, on_gpu, now))
+            totals = slot_totals(light, by_state)
+            shown = keyset_slice(light, "node_id", limit, after, descending)
+            # the page's nodes whole (the totals needed only a few fields of each)
+            whole = [tx.get_projection("nodes", str(n["node_id"])) for n in shown]
+        out = [slot_row(w.data, on_gpu, now) for w in whole if w is not None]
+        return {"nodes": out, "count": len(out), "totals": totals, "at": iso(now)}
 
     # ---- GET /blocks -----------------------------------------------------------------------------------
 
@@ -455,7 +469,7 @@ def slot_row(
         )
     end = parse_time(data.get("end_time"))
     gpu_count = int(data.get("gpu_count") or 0)
-    free = int(data.get("gpus_free", gpu_count))
+    free = gpu_count if data.get("gpus_free") is None else int(data["gpus_free"])
     return {
         "node_id": node_id,
         "block_id": data.get("block_id"),

@@ -75,7 +75,7 @@ def autoscaler_status(views: ClusterViews, all_groups: bool = False) -> dict[str
     with views.store.read() as tx:
         groups = rows(tx, "scale_groups")
         orders = [o for s in IN_FLIGHT_ORDERS for o in rows(tx, "orders", s)]
-        pending = rows(tx, "jobs", "PENDING")
+        pending = tx.list_projection_fields("jobs", {"reason_code": "text", "reason": "text"}, "PENDING")
         total = sum(tx.count_actions().values())
         actions = tx.list_actions(limit=RECENT_ACTIONS, offset=max(0, total - RECENT_ACTIONS))
     known = views.with_controller(_leader_autoscaler)
