@@ -396,6 +396,7 @@ class JobListOut(BaseModel):
 HEALTH_STATUSES = ("ok", "starting", "degraded")
 HEALTH_PROBLEMS = {
     "not-open": "the control plane is still opening its database",
+    "first-step": "the controller has not finished its first step (replaying the log, first prices) yet",
     "database-unavailable": "the database cannot be reached",
     "no-leader": "no process has held the leader lease for a while: nothing is being scheduled",
 }
