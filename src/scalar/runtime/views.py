@@ -235,8 +235,8 @@ class ClusterViews:
                 by_state[r.state or "unknown"] = by_state.get(r.state or "unknown", 0) + 1
                 if not include_gone and r.state in GONE_NODE_STATES:
                     continue
-                light.append(slot_row({**r.data, "node_id": r.id}, on_gpu, now))
-            totals = slot_totals(light, by_state)
+                light.append({**r.data, "node_id": r.id})
+            totals = fleet_totals(light, on_gpu, by_state)
             shown = keyset_slice(light, "node_id", limit, after, descending)
             # the page's nodes whole (the totals needed only a few fields of each)
             whole = [tx.get_projection("nodes", str(n["node_id"])) for n in shown]
@@ -456,14 +456,11 @@ def slot_row(
     gpus = []
     for index in range(int(data.get("gpu_count") or 0)):
         jobs = on_gpu.get((node_id, index), [])
-        used = sum(v for _, v in jobs) if jobs else 0.0
-        if jobs and used == 0:
-            used = total_vram  # a job that asked for no VRAM still holds the whole GPU
         gpus.append(
             {
                 "index": index,
                 "job_ids": [j for j, _ in jobs],
-                "vram_used_gb": round(min(used, total_vram) if total_vram else used, 3),
+                "vram_used_gb": gpu_vram_used(jobs, total_vram),  # a job asking no VRAM holds it whole
                 "vram_total_gb": total_vram,
             }
         )
@@ -497,6 +494,48 @@ def slot_row(
         "driver_version": data.get("driver_version"),
         "draining": bool(data.get("draining", False)),
     }
+
+
+def gpu_vram_used(jobs: list[tuple[str, float]], total_vram: float) -> float:
+    """VRAM in use on one GPU as the slot map shows it (``slot_row``): its jobs' VRAM, a job that asked for
+    none holding it whole, capped at the GPU's VRAM, to the MB."""
+    used = sum(v for _, v in jobs) if jobs else 0.0
+    if jobs and used == 0:
+        used = total_vram
+    return round(min(used, total_vram) if total_vram else used, 3)
+
+
+def fleet_totals(
+    nodes: list[dict[str, Any]],
+    on_gpu: dict[tuple[str, int], list[tuple[str, float]]],
+    by_state: dict[str, int],
+) -> dict[str, Any]:
+    """``slot_totals`` of these nodes' slot rows, from a few fields of each (``NODE_TOTAL_FIELDS``) without
+    building every GPU's row: only the GPUs with jobs on them are visited."""
+    rows = []
+    busy: dict[str, list[int]] = {}
+    for node_id, index in on_gpu:
+        busy.setdefault(node_id, []).append(index)
+    for data in nodes:
+        node_id = str(data["node_id"])
+        gpu_count = int(data.get("gpu_count") or 0)
+        free = gpu_count if data.get("gpus_free") is None else int(data["gpus_free"])
+        total_vram = float(data.get("vram_per_gpu_gb") or 0)
+        used = sum(
+            gpu_vram_used(on_gpu[(node_id, i)], total_vram)
+            for i in busy.get(node_id, ())
+            if 0 <= i < gpu_count
+        )
+        rows.append(
+            {
+                "state": data.get("state"),
+                "gpu_count": gpu_count,
+                "gpus_allocated": gpu_count - free,
+                "gpus_free": free,
+                "gpus": [{"vram_total_gb": total_vram * gpu_count, "vram_used_gb": used}],
+            }
+        )
+    return slot_totals(rows, by_state)
 
 
 def slot_totals(nodes: list[dict[str, Any]], by_state: dict[str, int]) -> dict[str, Any]:

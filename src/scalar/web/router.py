@@ -251,6 +251,8 @@ def mount_dashboard(app: FastAPI, dependencies: Sequence[Any] = ()) -> None:
     """Serve the dashboard's pages under /ui (each with ``dependencies``: who may see them) and its script
     and styles under /ui/static (``STATIC_PATH``: public, no data)."""
     app.include_router(dashboard_router(), dependencies=list(dependencies))
+    for name in templates.env.list_templates():  # warm start: compiled now, not on the first page view
+        templates.env.get_template(name)
     app.mount(STATIC_PATH, StaticFiles(directory=str(STATIC_DIR)), name="dashboard-static")
 
 
