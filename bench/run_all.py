@@ -6,6 +6,7 @@ import sys
 import time
 
 from bench import control_plane, protocol_a, protocol_b, speed
+from bench import dashboard as dashboard_bench
 from bench import endpoints as endpoints_bench
 from bench import load as load_bench
 
@@ -18,6 +19,7 @@ def main() -> int:
         ("control plane (engine, database, idle CPU)", lambda: control_plane.main([])),
         ("serverless endpoints (bursty trace, scalers)", lambda: endpoints_bench.main([])),
         ("load (many HTTP clients, errors, latency)", lambda: load_bench.main([])),
+        ("dashboard and lists (20,000 jobs, 1,000 nodes)", lambda: dashboard_bench.main([])),
     )
     failed = 0
     for title, run in steps:

@@ -99,11 +99,21 @@ class FakeControlPlane:
         return None if job is None else dict(job)
 
     def list_jobs(
-        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        *,
+        newest_first: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
-        jobs = [j for j in self.jobs.values() if state is None or j["state"] == state]
+        jobs = sorted(
+            (j for j in self.jobs.values() if state is None or j["state"] == state), key=lambda j: j["id"]
+        )
         if newest_first:
             jobs.reverse()
+        if after is not None:
+            jobs = [j for j in jobs if (j["id"] < after if newest_first else j["id"] > after)]
         return [dict(j) for j in jobs[offset : offset + limit]]
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:

@@ -321,3 +321,40 @@ def test_no_id_parameter_or_body_gives_a_500(sqlite_url: str, tmp_path: Path) ->
             probe()
     finally:
         plane.stop()
+
+
+def _walk_pages(c: Cluster, path: str, items: str, key: str, limit: int) -> list[list[str]]:
+    pages, after = [], None
+    while True:
+        body = c.get(path, limit=limit, **({"after": after} if after else {}))
+        pages.append([row[key] for row in body[items]])
+        assert body["count"] == len(body[items]) <= limit
+        after = body["next"]
+        if after is None:
+            return pages
+
+
+def test_nodes_and_blocks_page_with_a_cursor_and_keep_whole_fleet_totals(cluster: Cluster) -> None:
+    c = cluster
+    wide = c.plane.submit_job(job(24, 60, vram_per_gpu_gb=40, name="wide"))
+    c.drive(30)
+    assert c.plane.get_job(wide["id"])["state"] == "RUNNING"  # type: ignore[index]
+    whole = c.get("/nodes", limit=1000)
+    ids = [n["node_id"] for n in whole["nodes"]]
+    assert len(ids) >= 3 and ids == sorted(ids) and whole["next"] is None
+
+    pages = _walk_pages(c, "/nodes", "nodes", "node_id", 2)
+    assert [i for p in pages for i in p] == ids and all(len(p) == 2 for p in pages[:-1])
+    first = c.get("/nodes", limit=2)
+    assert first["totals"] == whole["totals"]  # totals are the fleet's on every page
+    second = c.get("/nodes", limit=2, after=first["next"])
+    back = c.get("/nodes", limit=2, after=second["prev"])
+    assert [n["node_id"] for n in back["nodes"]] == ids[:2] and back["prev"] is None
+
+    blocks = [b["block_id"] for b in c.get("/blocks", limit=1000)["blocks"]]
+    assert [i for p in _walk_pages(c, "/blocks", "blocks", "block_id", 1) for i in p] == blocks
+
+    bad = c.http.get("/nodes", params={"after": first["next"], "include_gone": "true"})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "after"
+    too_many = c.http.get("/blocks", params={"limit": 1001})
+    assert too_many.status_code == 422 and too_many.json()["errors"][0]["field"] == "limit"

@@ -185,15 +185,16 @@ def test_list_filters_by_state_case_insensitively_and_pages(client: httpx.Client
     ids = [client.post("/jobs", json={**JOB, "name": f"j{i}"}).json()["id"] for i in range(5)]
     client.delete(f"/jobs/{ids[1]}")
 
-    everything = client.get("/jobs").json()
+    everything = client.get("/jobs", params={"order": "oldest"}).json()
     assert [j["id"] for j in everything["jobs"]] == ids
     assert (everything["count"], everything["limit"], everything["offset"]) == (5, 100, 0)
+    assert everything["next"] is None and everything["prev"] is None
 
-    pending = client.get("/jobs", params={"state": "pending"}).json()
+    pending = client.get("/jobs", params={"state": "pending", "order": "oldest"}).json()
     assert pending["state"] == "PENDING"
     assert [j["id"] for j in pending["jobs"]] == [ids[0], *ids[2:]]
 
-    page = client.get("/jobs", params={"limit": 2, "offset": 1}).json()
+    page = client.get("/jobs", params={"limit": 2, "offset": 1, "order": "oldest"}).json()
     assert [j["id"] for j in page["jobs"]] == ids[1:3]
 
 
@@ -262,13 +263,13 @@ def test_the_wire_job_states_are_the_engines() -> None:
     assert set(JOB_STATES) == {s.value for s in JobState}
 
 
-def test_jobs_list_newest_first_on_request(client: httpx.Client) -> None:
+def test_jobs_list_newest_first_by_default(client: httpx.Client) -> None:
     ids = [
         client.post("/jobs", json={"tier": "FAST", "gpu_count": 1, "name": f"n{i}"}).json()["id"]
         for i in range(3)
     ]
-    oldest = client.get("/jobs").json()
-    newest = client.get("/jobs", params={"order": "newest"}).json()
+    oldest = client.get("/jobs", params={"order": "oldest"}).json()
+    newest = client.get("/jobs").json()
     assert [j["id"] for j in oldest["jobs"]] == ids and oldest["order"] == "oldest"
     assert [j["id"] for j in newest["jobs"]] == ids[::-1] and newest["order"] == "newest"
     assert [j["id"] for j in client.get("/jobs", params={"order": "newest", "limit": 1}).json()["jobs"]] == [
@@ -277,3 +278,69 @@ def test_jobs_list_newest_first_on_request(client: httpx.Client) -> None:
     bad = client.get("/jobs", params={"order": "random"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "order"
     assert "oldest" in bad.json()["errors"][0]["fix"]
+
+
+def _walk(client: httpx.Client, params: dict[str, object]) -> list[list[str]]:
+    pages, after = [], None
+    while True:
+        got = client.get("/jobs", params={**params, **({"after": after} if after else {})})
+        assert got.status_code == 200, got.text
+        body = got.json()
+        pages.append([j["id"] for j in body["jobs"]])
+        after = body["next"]
+        if after is None:
+            return pages
+
+
+@pytest.mark.parametrize("order", ["newest", "oldest"])
+def test_jobs_page_with_a_cursor_through_every_job_once(client: httpx.Client, order: str) -> None:
+    ids = [client.post("/jobs", json={**JOB, "name": f"c{i}"}).json()["id"] for i in range(7)]
+    pages = _walk(client, {"limit": 3, "order": order})
+    assert [len(p) for p in pages] == [3, 3, 1]
+    want = ids[::-1] if order == "newest" else ids
+    assert [i for p in pages for i in p] == want
+
+    first = client.get("/jobs", params={"limit": 3, "order": order}).json()
+    second = client.get("/jobs", params={"limit": 3, "order": order, "after": first["next"]}).json()
+    assert second["after"] == first["next"] and second["prev"] is not None
+    back = client.get("/jobs", params={"limit": 3, "order": order, "after": second["prev"]}).json()
+    assert [j["id"] for j in back["jobs"]] == want[:3] and back["prev"] is None
+
+    # a job submitted while paging does not shift the pages already handed out
+    client.post("/jobs", json={**JOB, "name": "late"})
+    again = client.get("/jobs", params={"limit": 3, "order": order, "after": first["next"]}).json()
+    assert [j["id"] for j in again["jobs"]] == want[3:6]
+
+
+@pytest.mark.parametrize(
+    ("after", "words"),
+    [
+        ("not a cursor!", "not a cursor"),
+        ("eyJ4IjoxfQ", "not a cursor"),  # base64 of {"x":1}
+        ("x" * 1001, "at most"),
+    ],
+)
+def test_a_bad_cursor_is_a_problem_naming_after(client: httpx.Client, after: str, words: str) -> None:
+    got = client.get("/jobs", params={"after": after})
+    assert got.status_code == 422
+    assert got.headers["content-type"].startswith("application/problem+json")
+    assert got.json()["errors"][0]["field"] == "after"
+    assert words in got.json()["detail"] + got.json()["errors"][0]["problem"]
+
+
+def test_a_cursor_of_another_listing_is_refused(client: httpx.Client) -> None:
+    for i in range(3):
+        client.post("/jobs", json={**JOB, "name": f"x{i}"})
+    cursor = client.get("/jobs", params={"limit": 1}).json()["next"]
+    assert cursor is not None
+    other = client.get("/jobs", params={"limit": 1, "after": cursor, "state": "RUNNING"})
+    assert other.status_code == 422 and other.json()["errors"][0]["field"] == "after"
+    assert "another listing" in other.json()["detail"]
+    both = client.get("/jobs", params={"limit": 1, "after": cursor, "offset": 1})
+    assert both.status_code == 422 and both.json()["errors"][0]["field"] == "offset"
+
+
+def test_a_limit_above_the_maximum_is_refused_not_clamped(client: httpx.Client) -> None:
+    got = client.get("/jobs", params={"limit": 1001})
+    assert got.status_code == 422 and got.json()["errors"][0]["field"] == "limit"
+    assert "1000" in got.json()["errors"][0]["fix"]

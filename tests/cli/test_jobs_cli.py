@@ -98,3 +98,23 @@ def test_server_down_exits_1_and_says_how_to_start_it(run_cli: Run) -> None:
     assert result.returncode == 1
     assert "cannot reach the Scalar server" in result.stderr
     assert "`make run` or `scalar up`" in result.stderr
+
+
+def test_jobs_page_with_limit_and_after_and_all_walks_every_page(run_cli: Run, server: str) -> None:
+    first = run_cli("jobs", "--server", server, "--limit", "2")
+    assert first.returncode == 0, first.stderr
+    assert "job-0003" in first.stdout and "job-0002" in first.stdout and "job-0001" not in first.stdout
+    hint = next(line for line in first.stdout.splitlines() if "--after" in line)
+    cursor = hint.split("--after ", 1)[1].split()[0]
+
+    second = run_cli("jobs", "--server", server, "--limit", "2", "--after", cursor, "--json")
+    assert second.returncode == 0, second.stderr
+    page = json.loads(second.stdout)
+    assert [j["id"] for j in page["jobs"]] == ["job-0001"] and page["next"] is None
+
+    every = run_cli("jobs", "--server", server, "--limit", "1", "--all", "--json")
+    assert every.returncode == 0, every.stderr
+    assert [j["id"] for j in json.loads(every.stdout)["jobs"]] == ["job-0003", "job-0002", "job-0001"]
+
+    bad = run_cli("jobs", "--server", server, "--after", "not-a-cursor")
+    assert bad.returncode == 2 and "after" in bad.stderr

@@ -230,6 +230,7 @@ PARAMS = [
     "gpu_model",
     "provider",
     "source",
+    "after",
     "x",
 ]
 
@@ -261,3 +262,37 @@ def test_browsers_get_the_dashboard_at_the_root_and_json_clients_the_index(dashb
         assert index.json()["dashboard"] == "/ui/", accept
     static = dashboard.client.get("/ui/static/dashboard.js")
     assert static.status_code == 200 and "X-Scalar-Fragment" in static.text
+
+
+def test_the_jobs_and_cluster_pages_link_to_the_next_and_previous_pages(
+    dashboard: Dashboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import html
+    import re as re_mod
+
+    from scalar.web import router
+
+    monkeypatch.setattr(router, "JOBS_PAGE", 2)
+    client = dashboard.client
+    for i in range(5):
+        submit(client, {"tier": "FAST", "gpu_count": 1, "name": f"pager-{i}", "expected_duration_sec": 60})
+    seen: list[str] = []
+    url: str | None = "/ui/jobs"
+    first = client.get("/ui/jobs", headers={"accept": "text/html"}).text
+    assert 'rel="prev"' not in first and 'rel="next"' in first
+    pages = 0
+    while url is not None and pages < 100:
+        text = client.get(url, headers={"accept": "text/html"}).text
+        ids = re_mod.findall(r'data-job-id="([^"]+)"', text)
+        assert len(ids) <= 2
+        seen += ids
+        found = re_mod.search(r'rel="next" href="([^"]+)"', text)
+        url = html.unescape(found.group(1)) if found else None
+        pages += 1
+        if url is not None:
+            assert "after=" in url
+    assert len(seen) == len(set(seen)) >= 5  # every job once, newest first
+    assert seen == sorted(seen, reverse=True)
+    bad = client.get("/ui/jobs", params={"after": "nonsense"}, headers={"accept": "text/html"})
+    assert bad.status_code < 500 and "after" in bad.text
+    assert client.get("/ui/cluster", headers={"accept": "text/html"}).status_code == 200

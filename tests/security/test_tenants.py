@@ -15,11 +15,12 @@ def test_a_tenant_cannot_see_or_cancel_another_tenants_job(secured: Secured) -> 
         theirs = bob.post("/jobs", json={**JOB, "name": "b0"}).json()
         assert {j["tenant"] for j in mine} == {"team-a"} and theirs["tenant"] == "team-b"
 
-        ids = sorted(j["id"] for j in mine)  # listings are in id order
-        assert [j["id"] for j in alice.get("/jobs").json()["jobs"]] == ids
-        page = alice.get("/jobs", params={"limit": 2, "offset": 1}).json()["jobs"]
+        ids = sorted(j["id"] for j in mine)  # listings are in id order (newest first by default)
+        assert [j["id"] for j in alice.get("/jobs").json()["jobs"]] == ids[::-1]
+        page = alice.get("/jobs", params={"limit": 2, "offset": 1, "order": "oldest"}).json()["jobs"]
         assert [j["id"] for j in page] == ids[1:]
-        assert [j["id"] for j in alice.get("/jobs", params={"state": "PENDING"}).json()["jobs"]] == ids
+        pending = alice.get("/jobs", params={"state": "PENDING", "order": "oldest"}).json()["jobs"]
+        assert [j["id"] for j in pending] == ids
         assert [j["id"] for j in bob.get("/jobs").json()["jobs"]] == [theirs["id"]]
 
         for response in (alice.get(f"/jobs/{theirs['id']}"), alice.delete(f"/jobs/{theirs['id']}")):

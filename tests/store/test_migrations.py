@@ -43,7 +43,7 @@ TABLES = {
 def test_a_fresh_database_migrates_to_head(db_url: str) -> None:
     assert current_revision(db_url) is None
     migrate(db_url)
-    assert current_revision(db_url) == head_revision() == "0009"
+    assert current_revision(db_url) == head_revision() == "0010_lists"
     engine = make_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}

@@ -132,7 +132,12 @@ class AuthPort(Protocol):
     def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]: ...
 
     def audit(
-        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+        self,
+        tenant: str | None = None,
+        action: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        before_id: int | None = None,
     ) -> list[dict[str, Any]]: ...
 
 

@@ -138,12 +138,31 @@ class ScalarClient:
         result: dict[str, Any] = self._call("POST", "/jobs", json=dict(body))
         return result
 
-    def list_jobs(self, state: str | None = None, limit: int = 100, offset: int = 0) -> dict[str, Any]:
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
+    def list_jobs(
+        self, state: str | None = None, limit: int = 100, offset: int = 0, after: str | None = None
+    ) -> dict[str, Any]:
+        """A page of jobs, newest first; ``after``: a page's ``next`` (or ``prev``) cursor."""
+        params: dict[str, Any] = {"limit": limit}
+        if offset:
+            params["offset"] = offset
         if state:
             params["state"] = state
+        if after:
+            params["after"] = after
         result: dict[str, Any] = self._call("GET", "/jobs", params=params)
         return result
+
+    def every_page(self, path: str, items: str, **params: Any) -> dict[str, Any]:
+        """Every page of a cursor-paged list (``GET /jobs``, ``/nodes``...) joined: the last page's answer
+        with ``items`` holding the rows of all pages, in the list's order."""
+        rows: list[Any] = []
+        after = params.pop("after", None)
+        while True:
+            page = self.get(path, **params, after=after)
+            rows += page.get(items) or []
+            after = page.get("next")
+            if not after:
+                return {**page, items: rows, "count": len(rows), "next": None, "prev": None}
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/jobs/{quote(job_id, safe='')}")
@@ -171,11 +190,22 @@ class ScalarClient:
         result: dict[str, Any] = self._call("POST", "/jobs/preview", json=dict(body))
         return result
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
-        return self.get("/nodes", include_gone=str(include_gone).lower())
+    def nodes(
+        self, include_gone: bool = False, limit: int | None = None, after: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the slot map (``limit``), or every node (``limit`` None: all the pages)."""
+        gone = str(include_gone).lower()
+        if limit is None:
+            return self.every_page("/nodes", "nodes", include_gone=gone, limit=1000, after=after)
+        return self.get("/nodes", include_gone=gone, limit=limit, after=after)
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]:
-        return self.get("/blocks", status=status)
+    def blocks(
+        self, status: str | None = None, limit: int | None = None, after: str | None = None
+    ) -> dict[str, Any]:
+        """A page of contracts (``limit``), or every contract (``limit`` None: all the pages)."""
+        if limit is None:
+            return self.every_page("/blocks", "blocks", status=status, limit=1000, after=after)
+        return self.get("/blocks", status=status, limit=limit, after=after)
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return self.get("/autoscaler/status", all_groups=str(all_groups).lower())

@@ -17,7 +17,13 @@ class ControlPlanePort(Protocol):
     def get_job(self, job_id: str) -> dict[str, Any] | None: ...
 
     def list_jobs(
-        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        *,
+        newest_first: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]: ...

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from scalar.api import paging
 from scalar.api.access import ADMIN, USER
 from scalar.api.auth import AuthPort, current_principal, require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
@@ -68,8 +69,14 @@ class AuditEntryOut(BaseModel):
 
 
 class AuditOut(BaseModel):
+    """A page of the audit log in the order written; ``next``/``prev``: the cursors around it."""
+
     entries: list[AuditEntryOut]
     count: int
+    limit: int | None = None
+    after: str | None = Field(default=None, description="the cursor this page starts after")
+    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
+    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 class WhoAmI(BaseModel):
@@ -163,11 +170,31 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
     def audit(
         tenant: str | None = Query(None, min_length=1, max_length=64, description="only this tenant's rows"),
         action: str | None = Query(None, min_length=1, max_length=64, description="e.g. buy, release"),
-        after_id: int = Query(0, ge=0, le=2**62, description="rows after this id (paging)"),
-        limit: int = Query(100, ge=1, le=1000, description="at most this many rows"),
+        after_id: int = Query(0, ge=0, le=2**62, description="rows after this id (prefer `after`)"),
+        limit: int = Query(100, ge=1, le=1000, description="at most this many rows (1 to 1000)"),
+        after: str | None = Query(
+            None, max_length=paging.MAX_CURSOR_LENGTH, description="a page's `next` or `prev` cursor"
+        ),
     ) -> Any:
         require_admin()
-        rows = port.audit(tenant, action, after_id, limit)
-        return AuditOut.model_validate({"entries": rows, "count": len(rows)})
+        listing = paging.fingerprint("audit", tenant=tenant, action=action, after_id=after_id)
+        cursor = paging.decode(after, listing)
+
+        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+            if reverse:
+                return port.audit(tenant, action, after_id, n, int(key))
+            return port.audit(tenant, action, after_id if key is None else int(key), n)
+
+        found = paging.page(fetch, lambda row: int(row["id"]), limit, cursor, listing)
+        return AuditOut.model_validate(
+            {
+                "entries": found.items,
+                "count": len(found.items),
+                "limit": limit,
+                "after": after or None,
+                "next": found.next,
+                "prev": found.prev,
+            }
+        )
 
     return router

@@ -6,13 +6,14 @@ Registered by ``create_app`` when the control plane has these calls (``ClusterPo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Path, Query, Request
 
+from scalar.api import paging
 from scalar.api.access import USER
-from scalar.api.auth import current_principal
+from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import PARAMETER_FIXES, ApiProblem, ProblemRoute, problem_response, rejection_problem
 from scalar.runtime.service import JobRejectedError
 from scalar.wire.jobs import FieldProblem, HealthOut, JobSubmission, ProblemDetails
@@ -28,6 +29,8 @@ from scalar.wire.views import (
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 MAX_ID_LENGTH = 200
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
 BlockStatus = Literal["open", "released", "ended"]
 
 
@@ -35,9 +38,21 @@ BlockStatus = Literal["open", "released", "ended"]
 class ClusterPort(Protocol):
     def explain(self, job_id: str) -> dict[str, Any] | None: ...
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]: ...
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]: ...
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]: ...
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]: ...
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]: ...
 
@@ -83,10 +98,25 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     )
     def list_nodes(
         include_gone: bool = Query(False, description="also list terminated and failed nodes"),
+        limit: int = Query(
+            DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"at most this many nodes (1 to {MAX_LIMIT})"
+        ),
+        after: str | None = Query(
+            None, max_length=paging.MAX_CURSOR_LENGTH, description="a page's `next` or `prev`"
+        ),
     ) -> Any:
-        """Per node: provider, tier, state, expiry, and each GPU with its jobs and VRAM in use; totals with
-        GPUs allocated and idle, utilization and fragmentation."""
-        return control_plane.nodes(include_gone)
+        """Per node (in node id order, a page of ``limit``): provider, tier, state, expiry, and each GPU with
+        its jobs and VRAM in use; totals over the whole fleet with GPUs allocated and idle, utilization and
+        fragmentation. ``next``/``prev``: the cursors of the pages after and before."""
+        listing = paging.fingerprint("nodes", include_gone=include_gone, tenant=tenant_filter())
+        return _paged(
+            lambda key, reverse, n: control_plane.nodes(include_gone, n, key, reverse),
+            "nodes",
+            "node_id",
+            limit,
+            after,
+            listing,
+        )
 
     @router.get(
         "/blocks",
@@ -96,8 +126,23 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
     )
     def list_blocks(
         status: BlockStatus | None = Query(None, description="only blocks in this status"),
+        limit: int = Query(
+            DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"at most this many blocks (1 to {MAX_LIMIT})"
+        ),
+        after: str | None = Query(
+            None, max_length=paging.MAX_CURSOR_LENGTH, description="a page's `next` or `prev`"
+        ),
     ) -> Any:
-        return control_plane.blocks(status)
+        """Contracts in block id order, a page of ``limit``; totals over every block in ``status``."""
+        listing = paging.fingerprint("blocks", status=status, tenant=tenant_filter())
+        return _paged(
+            lambda key, reverse, n: control_plane.blocks(status, n, key, reverse),
+            "blocks",
+            "block_id",
+            limit,
+            after,
+            listing,
+        )
 
     @router.get(
         "/autoscaler/status",
@@ -148,6 +193,34 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
             return problem_response(rejection_problem(exc.reasons, request.url.path))
 
     return router
+
+
+def _paged(
+    read: Callable[[str | None, bool, int], dict[str, Any]],
+    items: str,
+    key: str,
+    limit: int,
+    after: str | None,
+    listing: str,
+) -> dict[str, Any]:
+    """A page of a view whose ``items`` are in ``key`` order, with its totals and cursors."""
+    cursor = paging.decode(after, listing)
+    answers: list[dict[str, Any]] = []
+
+    def fetch(start: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+        answers.append(read(None if start is None else str(start), reverse, n))
+        return list(answers[-1][items])
+
+    found = paging.page(fetch, lambda row: str(row[key]), limit, cursor, listing)
+    return {
+        **answers[-1],
+        items: found.items,
+        "count": len(found.items),
+        "limit": limit,
+        "after": after or None,
+        "next": found.next,
+        "prev": found.prev,
+    }
 
 
 def cluster_endpoints() -> list[str]:

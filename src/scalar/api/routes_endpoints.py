@@ -7,12 +7,14 @@ An admin sees every tenant's; each endpoint shows its ``tenant``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 from pydantic import ValidationError
 
+from scalar.api import paging
 from scalar.api.access import USER
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.api.problems import ApiProblem, ProblemRoute
@@ -34,6 +36,7 @@ from scalar.wire.jobs import FieldProblem, ProblemDetails, field_problems
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 ENDPOINT_ID_FIX = "give an endpoint id as returned by POST /endpoints (GET /endpoints lists them)"
+DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_OFFSET = 1_000_000_000
 SPEC_FIX = "correct this field (docs/formats/endpoint.md lists every field with its type and bounds)"
@@ -136,16 +139,65 @@ def endpoints_router(service: EndpointService) -> APIRouter:
     )
     def list_endpoints(
         include_deleted: bool = Query(False, description="also list deleted endpoints"),
-        limit: int = Query(MAX_LIMIT, ge=1, le=MAX_LIMIT, description="at most this many endpoints"),
-        offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many endpoints first"),
+        limit: int = Query(
+            DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"at most this many endpoints (1 to {MAX_LIMIT})"
+        ),
+        offset: int = Query(
+            0, ge=0, le=MAX_OFFSET, description="skip this many endpoints first (prefer `after`)"
+        ),
         workers_limit: int = Query(
             MAX_WORKERS_SHOWN, ge=0, le=MAX_WORKERS_SHOWN, description="at most this many workers each"
         ),
+        after: str | None = Query(
+            None, max_length=paging.MAX_CURSOR_LENGTH, description="a page's `next` or `prev` cursor"
+        ),
     ) -> Any:
-        found = service.list_endpoints(
-            include_deleted, tenant=tenant_filter(), limit=limit, offset=offset, workers_limit=workers_limit
-        )
-        return {"endpoints": found, "count": len(found), "limit": limit, "offset": offset}
+        """Endpoints in creation order (then id), a page of ``limit``; ``next``/``prev``: the cursors of the
+        pages after and before."""
+        tenant = tenant_filter()
+        listing = paging.fingerprint("endpoints", include_deleted=include_deleted, tenant=tenant)
+        cursor = paging.decode(after, listing)
+        if cursor is not None and offset:
+            raise ApiProblem(
+                422,
+                "invalid-request",
+                "offset: give either after (a cursor) or offset, not both",
+                [
+                    FieldProblem(
+                        field="offset", problem="is given with after", fix="leave offset out with after"
+                    )
+                ],
+            )
+
+        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+            start = None
+            if key is not None:
+                try:
+                    start = (datetime.fromisoformat(key[0]), str(key[1]))
+                except (ValueError, TypeError):
+                    raise paging.bad_cursor("is not a cursor this server returned") from None
+                if start[0].tzinfo is None:
+                    raise paging.bad_cursor("is not a cursor this server returned")
+            return service.list_endpoints(
+                include_deleted,
+                tenant=tenant,
+                limit=n,
+                offset=offset,
+                workers_limit=workers_limit,
+                after=start,
+                descending=reverse,
+            )
+
+        found = paging.page(fetch, lambda e: [str(e["created_at"]), str(e["id"])], limit, cursor, listing)
+        return {
+            "endpoints": found.items,
+            "count": len(found.items),
+            "limit": limit,
+            "offset": offset,
+            "after": after or None,
+            "next": found.next,
+            "prev": found.prev,
+        }
 
     @router.get(
         "/endpoints/{endpoint_id}",

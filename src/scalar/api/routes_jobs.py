@@ -6,7 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from scalar.api import paging
 from scalar.api.access import USER
+from scalar.api.auth import tenant_filter
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import (
     PARAMETER_FIXES,
@@ -27,6 +29,7 @@ from scalar.wire.jobs import (
     one_of,
 )
 
+DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_OFFSET = 1_000_000_000
 MAX_ID_LENGTH = 200
@@ -99,16 +102,49 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
             description="only jobs in this state: " + ", ".join(JOB_STATES),
             json_schema_extra=one_of(JOB_STATES),
         ),
-        limit: int = Query(100, ge=1, le=MAX_LIMIT, description="at most this many jobs"),
-        offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many jobs first"),
-        order: JobOrder = Query("oldest", description="oldest (submission order) or newest first"),
+        limit: int = Query(
+            DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"at most this many jobs (1 to {MAX_LIMIT})"
+        ),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET, description="skip this many jobs first (prefer `after`)"),
+        order: JobOrder = Query("newest", description="newest first (default) or oldest (submission order)"),
+        after: str | None = Query(
+            None, max_length=paging.MAX_CURSOR_LENGTH, description="a page's `next` or `prev` cursor"
+        ),
     ) -> Any:
         wanted = _state_filter(state)
-        found = control_plane.list_jobs(
-            state=wanted, limit=limit, offset=offset, newest_first=order == "newest"
+        newest = order == "newest"
+        listing = paging.fingerprint("jobs", state=wanted, order=order, tenant=tenant_filter())
+        cursor = paging.decode(after, listing)
+        if cursor is not None and offset:
+            raise ApiProblem(
+                422,
+                "invalid-request",
+                "offset: give either after (a cursor) or offset, not both",
+                [
+                    FieldProblem(
+                        field="offset", problem="is given with after", fix="leave offset out with after"
+                    )
+                ],
+            )
+
+        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+            return control_plane.list_jobs(
+                state=wanted, limit=n, offset=offset, newest_first=newest != reverse, after=key
+            )
+
+        found = paging.page(fetch, lambda j: str(j["id"]), limit, cursor, listing)
+        jobs = [_job(j) for j in found.items]
+        return JobListOut(
+            jobs=jobs,
+            count=len(jobs),
+            limit=limit,
+            offset=offset,
+            state=wanted,
+            order=order,
+            after=after or None,
+            next=found.next,
+            prev=found.prev,
         )
-        jobs = [_job(j) for j in found]
-        return JobListOut(jobs=jobs, count=len(jobs), limit=limit, offset=offset, state=wanted, order=order)
 
     @router.get(
         "/jobs/{job_id}",

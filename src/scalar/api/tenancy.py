@@ -76,10 +76,16 @@ class TenantScoped:
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 
     def list_jobs(
-        self, state: str | None = None, limit: int = 100, offset: int = 0, *, newest_first: bool = False
+        self,
+        state: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        *,
+        newest_first: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._inner.list_jobs(
-            state, limit, offset, tenant=tenant_filter(), newest_first=newest_first
+            state, limit, offset, tenant=tenant_filter(), newest_first=newest_first, after=after
         )
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 

@@ -198,8 +198,8 @@ def list_endpoints(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     wide: bool = wide_option(),
 ) -> None:
-    """The endpoints on the server with their workers and requests."""
-    found = call_server(server, lambda c: c.get("/endpoints"))
+    """Every endpoint on the server (all the pages) with its workers and requests."""
+    found = call_server(server, lambda c: c.every_page("/endpoints", "endpoints", limit=1000))
     if as_json:
         print_json(found)
         return

@@ -139,8 +139,12 @@ def register(app: typer.Typer) -> None:
         state: str | None = typer.Option(
             None, "--state", help="Only jobs in this state (PENDING, RUNNING, SUCCEEDED, ...)."
         ),
-        limit: int = typer.Option(100, "--limit", help="At most this many jobs (1-1000)."),
-        offset: int = typer.Option(0, "--offset", help="Skip this many jobs first."),
+        limit: int = typer.Option(100, "--limit", help="At most this many jobs per page (1-1000)."),
+        after: str | None = typer.Option(
+            None, "--after", help="Start after this cursor (the `next` a previous page printed)."
+        ),
+        every: bool = typer.Option(False, "--all", help="Every page: all the jobs (newest first)."),
+        offset: int = typer.Option(0, "--offset", help="Skip this many jobs first (prefer --after)."),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
         wide: bool = wide_option(),
         server: str = server_option(),
@@ -153,7 +157,15 @@ def register(app: typer.Typer) -> None:
                 return
             show(job_detail_table(job))
             return
-        page = call_server(server, lambda c: c.list_jobs(state=state, limit=limit, offset=offset))
+        if every:
+            page = call_server(
+                server,
+                lambda c: c.every_page("/jobs", "jobs", state=state, limit=limit, after=after),
+            )
+        else:
+            page = call_server(
+                server, lambda c: c.list_jobs(state=state, limit=limit, offset=offset, after=after)
+            )
         if as_json:
             print_json(page)
             return
@@ -163,5 +175,5 @@ def register(app: typer.Typer) -> None:
             say(_no_jobs_hint(page.get("state"), offset))
             return
         show(jobs_table(rows, title, wide=wide))
-        if len(rows) == limit:
-            say(f"showing {len(rows)} jobs from {offset}; more with --offset {offset + limit}")
+        if page.get("next"):
+            say(f"showing {len(rows)} jobs, newest first; more with --after {page['next']} (or --all)")

@@ -154,23 +154,37 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def nodes(
         include_gone: bool = typer.Option(False, "--all", help="Also list terminated and failed nodes."),
+        limit: int | None = typer.Option(
+            None, "--limit", help="One page of this many nodes (1-1000); default: every node."
+        ),
+        after: str | None = typer.Option(
+            None, "--after", help="Start after this cursor (the `next` a previous page printed)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
         wide: bool = wide_option(),
         server: str = server_option(),
     ) -> None:
         """Every node with its GPUs (which job is on each), tier, state and expiry; utilization and
-        fragmentation totals."""
-        answer = fetch(server, "its nodes", lambda c: c.nodes(include_gone))
+        fragmentation totals (of the whole fleet, also with --limit)."""
+        answer = fetch(server, "its nodes", lambda c: c.nodes(include_gone, limit, after))
         if as_json:
             print_json(answer)
             return
         print_nodes(answer, wide)
+        if answer.get("next"):
+            say(f"more nodes with --after {answer['next']}")
 
     @app.command("blocks")
     @user_errors
     def blocks(
         status: str | None = typer.Option(
             None, "--status", help="Only blocks in this status: open, released, ended."
+        ),
+        limit: int | None = typer.Option(
+            None, "--limit", help="One page of this many blocks (1-1000); default: every block."
+        ),
+        after: str | None = typer.Option(
+            None, "--after", help="Start after this cursor (the `next` a previous page printed)."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the API's JSON answer."),
         wide: bool = wide_option(),
@@ -179,8 +193,12 @@ def register(app: typer.Typer) -> None:
         """The contracts bought: provider, price paid per GPU-hour, start, expiry, committed and accrued."""
         if status is not None and status.lower() not in BLOCK_STATUSES:
             fail(f"--status: must be one of {', '.join(BLOCK_STATUSES)}, got {status!r}")
-        answer = fetch(server, "its blocks", lambda c: c.blocks(status.lower() if status else None))
+        answer = fetch(
+            server, "its blocks", lambda c: c.blocks(status.lower() if status else None, limit, after)
+        )
         if as_json:
             print_json(answer)
             return
         print_blocks(answer, wide, status)
+        if answer.get("next"):
+            say(f"more blocks with --after {answer['next']}")

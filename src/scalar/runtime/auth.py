@@ -233,10 +233,19 @@ class TokenService:
         return names - {tenant, GLOBAL_SCOPE}
 
     def audit(
-        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+        self,
+        tenant: str | None = None,
+        action: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        before_id: int | None = None,
     ) -> list[dict[str, Any]]:
+        """Audit rows past ``after_id`` in the order written; with ``before_id``: the rows before it,
+        newest first (a page back)."""
         with self._store().read() as tx:
-            rows = repo.list_audit(tx.conn, tenant=tenant, action=action, after_id=after_id, limit=limit)
+            rows = repo.list_audit(
+                tx.conn, tenant=tenant, action=action, after_id=after_id, limit=limit, before_id=before_id
+            )
         return [audit_json(r) for r in rows]
 
 
@@ -248,10 +257,16 @@ def owner_of(job: dict[str, Any]) -> str:
 
 
 def list_jobs_of_tenant(
-    tx: Tx, tenant: str, state: str | None, limit: int, offset: int, newest_first: bool = False
+    tx: Tx,
+    tenant: str,
+    state: str | None,
+    limit: int,
+    offset: int,
+    newest_first: bool = False,
+    after: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = repo.list_jobs_of_tenant(
-        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first
+        tx.conn, tenant, state, limit=limit, offset=offset, descending=newest_first, after=after
     )
     return [dict(r.data) for r in rows]
 

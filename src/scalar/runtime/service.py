@@ -79,6 +79,11 @@ from scalar.wire.orderbook import build_orderbook_response
 log = logging.getLogger(__name__)
 
 
+OFFERS_LOCK_WAIT_S = 0.05
+"""How long a submission waits for the leader's lock to read its offers before it uses those of the last
+step instead (a step in progress holds the lock; a submission must not wait for it)."""
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -116,6 +121,7 @@ class ControlPlane:
         self._stop = threading.Event()
         self._open_lock = threading.Lock()
         self._offers_cache: tuple[float, tuple[Offer, ...]] | None = None
+        self._leader_offers: tuple[Offer, ...] = ()  # the leader's offers as of its last step (warm start)
         self._live_env = live_env
         self._live_providers = live_providers
         self.live: LivePrices | None = None
@@ -314,6 +320,8 @@ class ControlPlane:
                         next_tick = started + s.tick_s
                         self.agents.check_leases(now, leader.epoch)
                         leader.tick(now)
+                        if not self._leader_offers and leader.controller is not None:  # warm start
+                            self._leader_offers = leader.controller.offers()
                 if self.is_leader:
                     self.endpoints.tick(now)
             except NotLeaderError:
@@ -381,6 +389,8 @@ class ControlPlane:
             and (now - lease.expires_at).total_seconds() > self.settings.lease_ttl_s
         ):
             status, problem = "degraded", "no-leader"
+        if status == "ok" and self._awaiting_first_step(leader, lease, now):
+            status, problem = "starting", "first-step"
         return {
             "status": status,
             "problem": problem,
@@ -397,16 +407,36 @@ class ControlPlane:
             else lease.expires_at.isoformat(),
         }
 
+    def _awaiting_first_step(self, leader: Leader, lease: Any, now: datetime) -> bool:
+        """Warm start: this process runs the controller loop and no step has finished yet, while no other
+        process holds the lease (a follower of a live leader is ready at once). Until then ``/healthz``
+        says ``starting`` (503), so nothing is sent to a controller still replaying its log."""
+        if not self._threads or leader.last_step_at is not None:
+            return False
+        held_elsewhere = (
+            lease is not None
+            and lease.holder not in (None, self.settings.holder)
+            and lease.expires_at is not None
+            and lease.expires_at > now
+        )
+        return not held_elsewhere
+
     # ---- jobs ----------------------------------------------------------------------------------------
 
     def _validation_offers(self, now: datetime) -> tuple[Offer, ...]:
         """The offers a submission is judged on: the leader's, else a recent collection of our own."""
         _, leader = self._opened()
-        with leader.lock:
-            if leader.controller is not None:
-                offers = leader.controller.offers()
-                if offers:
-                    return offers
+        if leader.lock.acquire(timeout=OFFERS_LOCK_WAIT_S):
+            try:
+                if leader.controller is not None:
+                    offers = leader.controller.offers()
+                    if offers:
+                        self._leader_offers = offers
+                        return offers
+            finally:
+                leader.lock.release()
+        elif self._leader_offers:  # a step is running: judge on the offers of the last one, do not wait
+            return self._leader_offers
         cached = self._offers_cache
         if cached is not None and time.monotonic() - cached[0] < self.settings.price_interval_s:
             return cached[1]
@@ -462,15 +492,19 @@ class ControlPlane:
         offset: int = 0,
         tenant: str | None = None,
         newest_first: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         """Jobs in submission order (ids sort by submission time; ``newest_first``: the other way),
-        optionally only those in ``state`` (and, with ``tenant``, only that tenant's)."""
+        optionally only those in ``state`` (and, with ``tenant``, only that tenant's); ``after``: only the
+        jobs past that id in this order (keyset paging, ``api/paging.py``)."""
         store, _ = self._opened()
         wanted = state.upper() if state else None
         with store.read() as tx:
             if tenant is not None:
-                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first)
-            rows = tx.list_projection("jobs", wanted, limit=limit, offset=offset, descending=newest_first)
+                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first, after)
+            rows = tx.list_projection(
+                "jobs", wanted, limit=limit, offset=offset, descending=newest_first, after=after
+            )
         return [dict(r.data) for r in rows]
 
     # ---- tokens and the audit log (runtime/auth.py; docs/security.md) ----------------------------------
@@ -506,9 +540,14 @@ class ControlPlane:
         return self.tokens.revoke(token_id, actor=actor)
 
     def audit(
-        self, tenant: str | None = None, action: str | None = None, after_id: int = 0, limit: int = 100
+        self,
+        tenant: str | None = None,
+        action: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        before_id: int | None = None,
     ) -> list[dict[str, Any]]:
-        return self.tokens.audit(tenant, action, after_id, limit)
+        return self.tokens.audit(tenant, action, after_id, limit, before_id)
 
     def budgets(self) -> dict[str, Any]:
         """Spend limits and what is committed against them (``runtime.budgets``)."""
@@ -545,11 +584,23 @@ class ControlPlane:
     def explain(self, job_id: str) -> dict[str, Any] | None:
         return self._views().explain(job_id)
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
-        return self._views().nodes(include_gone)
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self._views().nodes(include_gone, limit, after, descending)
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]:
-        return self._views().blocks(status)
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self._views().blocks(status, limit, after, descending)
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return views_market.autoscaler_status(self._views(), all_groups)

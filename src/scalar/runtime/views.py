@@ -10,6 +10,7 @@ Money is exact: decimal strings (``"2.370000"``) as in the projections. Times ar
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,6 +32,15 @@ LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
 GONE_NODE_STATES = ("terminated", "failed")
 IN_FLIGHT_ORDERS = ("placed", "acknowledged")
 BLOCK_STATUSES = ("open", "released", "ended")
+# The few fields a view needs of thousands of job rows (the database extracts them: no whole documents).
+ON_GPU_FIELDS = {"placements": "text", "vram_per_gpu_gb": "float"}  # placements: JSON text
+QUEUE_FIELDS = {"priority": "int", "submitted_at": "text"}
+NODE_TOTAL_FIELDS = {
+    "state": "text",
+    "gpu_count": "int",
+    "gpus_free": "int",
+    "vram_per_gpu_gb": "float",
+}
 FOLLOWER_NOTE = (
     "this process does not lead: {what} is known only to the leader's controller"
     " (ask the leading process, see GET /healthz lease_holder)"
@@ -130,9 +140,9 @@ class ClusterViews:
             if row is None:
                 return None
             story = tx.story(job_id, limit=story_limit)
-            pending = rows(tx, "jobs", "PENDING")
+            pending = tx.list_projection_fields("jobs", QUEUE_FIELDS, "PENDING")
             orders = rows(tx, "orders")
-            nodes = rows(tx, "nodes")
+            nodes = tx.list_projection_fields("nodes", {"ready_at": "text"})
         job = row.data
         known: JobExplanation | None = self.with_controller(lambda c: c.explain(job_id))
         notes: list[str] = []
@@ -199,29 +209,56 @@ class ClusterViews:
 
     # ---- GET /nodes ------------------------------------------------------------------------------------
 
-    def nodes(self, include_gone: bool = False) -> dict[str, Any]:
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        """The slot map: ``nodes`` in id order (``descending``: the other way), at most ``limit`` of them
+        past the node id ``after``; ``totals`` are always the whole fleet's (so every node row is read)."""
         now = self.clock()
         with self.store.read() as tx:
-            node_rows = rows(tx, "nodes")
-            job_rows = [r for s in LIVE_JOB_STATES for r in rows(tx, "jobs", s)]
-        on_gpu: dict[tuple[str, int], list[tuple[str, float]]] = {}
-        for j in job_rows:
-            for p in j.data.get("placements", []):
-                for index in p.get("gpu_indices", []):
-                    key = (p["node_id"], int(index))
-                    on_gpu.setdefault(key, []).append((j.id, float(j.data.get("vram_per_gpu_gb") or 0)))
-        by_state: dict[str, int] = {}
-        out = []
-        for r in node_rows:
-            by_state[r.state or "unknown"] = by_state.get(r.state or "unknown", 0) + 1
-            if not include_gone and r.state in GONE_NODE_STATES:
-                continue
-            out.append(slot_row(r.data, on_gpu, now))
-        return {"nodes": out, "count": len(out), "totals": slot_totals(out, by_state), "at": iso(now)}
+            node_rows = tx.list_projection_fields("nodes", NODE_TOTAL_FIELDS)
+            job_rows = [
+                r for s in LIVE_JOB_STATES for r in tx.list_projection_fields("jobs", ON_GPU_FIELDS, s)
+            ]
+            # the placements come as JSON text and are decoded in one call (thousands of small decodes
+            # cost most of this view's time)
+            texts = [j.data.get("placements") or "[]" for j in job_rows]
+            decoded = json.loads("[" + ",".join(texts) + "]")
+            on_gpu: dict[tuple[str, int], list[tuple[str, float]]] = {}
+            for j, placements in zip(job_rows, decoded, strict=True):
+                for p in placements or []:
+                    for index in p.get("gpu_indices", []):
+                        key = (p["node_id"], int(index))
+                        on_gpu.setdefault(key, []).append((j.id, float(j.data.get("vram_per_gpu_gb") or 0)))
+            by_state: dict[str, int] = {}
+            light = []
+            for r in node_rows:
+                by_state[r.state or "unknown"] = by_state.get(r.state or "unknown", 0) + 1
+                if not include_gone and r.state in GONE_NODE_STATES:
+                    continue
+                light.append({**r.data, "node_id": r.id})
+            totals = fleet_totals(light, on_gpu, by_state)
+            shown = keyset_slice(light, "node_id", limit, after, descending)
+            # the page's nodes whole (the totals needed only a few fields of each)
+            whole = [tx.get_projection("nodes", str(n["node_id"])) for n in shown]
+        out = [slot_row(w.data, on_gpu, now) for w in whole if w is not None]
+        return {"nodes": out, "count": len(out), "totals": totals, "at": iso(now)}
 
     # ---- GET /blocks -----------------------------------------------------------------------------------
 
-    def blocks(self, status: str | None = None) -> dict[str, Any]:
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        """Contracts in id order (``descending``: the other way), at most ``limit`` past the block id
+        ``after``; ``totals`` are over every block in ``status``."""
         now = self.clock()
         with self.store.read() as tx:
             block_rows = rows(tx, "blocks", status)
@@ -266,10 +303,22 @@ class ClusterViews:
             "committed": money(committed),
             "accrued": money(accrued),
         }
-        return {"blocks": out, "count": len(out), "status": status, "totals": totals, "at": iso(now)}
+        shown = keyset_slice(out, "block_id", limit, after, descending)
+        return {"blocks": shown, "count": len(shown), "status": status, "totals": totals, "at": iso(now)}
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------
+
+
+def keyset_slice(
+    items: list[dict[str, Any]], key: str, limit: int | None, after: str | None, descending: bool
+) -> list[dict[str, Any]]:
+    """``items`` (in ``key`` order) past ``after`` in that order (``descending``: the other way), at most
+    ``limit``: a page of a list whose totals needed every row anyway."""
+    ordered = list(reversed(items)) if descending else items
+    if after is not None:
+        ordered = [i for i in ordered if (str(i[key]) < after if descending else str(i[key]) > after)]
+    return ordered if limit is None else ordered[:limit]
 
 
 def _arrival(row: Projection) -> tuple[int, str, str]:
@@ -412,20 +461,17 @@ def slot_row(
     gpus = []
     for index in range(int(data.get("gpu_count") or 0)):
         jobs = on_gpu.get((node_id, index), [])
-        used = sum(v for _, v in jobs) if jobs else 0.0
-        if jobs and used == 0:
-            used = total_vram  # a job that asked for no VRAM still holds the whole GPU
         gpus.append(
             {
                 "index": index,
                 "job_ids": [j for j, _ in jobs],
-                "vram_used_gb": round(min(used, total_vram) if total_vram else used, 3),
+                "vram_used_gb": gpu_vram_used(jobs, total_vram),  # a job asking no VRAM holds it whole
                 "vram_total_gb": total_vram,
             }
         )
     end = parse_time(data.get("end_time"))
     gpu_count = int(data.get("gpu_count") or 0)
-    free = int(data.get("gpus_free", gpu_count))
+    free = gpu_count if data.get("gpus_free") is None else int(data["gpus_free"])
     return {
         "node_id": node_id,
         "block_id": data.get("block_id"),
@@ -453,6 +499,48 @@ def slot_row(
         "driver_version": data.get("driver_version"),
         "draining": bool(data.get("draining", False)),
     }
+
+
+def gpu_vram_used(jobs: list[tuple[str, float]], total_vram: float) -> float:
+    """VRAM in use on one GPU as the slot map shows it (``slot_row``): its jobs' VRAM, a job that asked for
+    none holding it whole, capped at the GPU's VRAM, to the MB."""
+    used = sum(v for _, v in jobs) if jobs else 0.0
+    if jobs and used == 0:
+        used = total_vram
+    return round(min(used, total_vram) if total_vram else used, 3)
+
+
+def fleet_totals(
+    nodes: list[dict[str, Any]],
+    on_gpu: dict[tuple[str, int], list[tuple[str, float]]],
+    by_state: dict[str, int],
+) -> dict[str, Any]:
+    """``slot_totals`` of these nodes' slot rows, from a few fields of each (``NODE_TOTAL_FIELDS``) without
+    building every GPU's row: only the GPUs with jobs on them are visited."""
+    rows = []
+    busy: dict[str, list[int]] = {}
+    for node_id, index in on_gpu:
+        busy.setdefault(node_id, []).append(index)
+    for data in nodes:
+        node_id = str(data["node_id"])
+        gpu_count = int(data.get("gpu_count") or 0)
+        free = gpu_count if data.get("gpus_free") is None else int(data["gpus_free"])
+        total_vram = float(data.get("vram_per_gpu_gb") or 0)
+        used = sum(
+            gpu_vram_used(on_gpu[(node_id, i)], total_vram)
+            for i in busy.get(node_id, ())
+            if 0 <= i < gpu_count
+        )
+        rows.append(
+            {
+                "state": data.get("state"),
+                "gpu_count": gpu_count,
+                "gpus_allocated": gpu_count - free,
+                "gpus_free": free,
+                "gpus": [{"vram_total_gb": total_vram * gpu_count, "vram_used_gb": used}],
+            }
+        )
+    return slot_totals(rows, by_state)
 
 
 def slot_totals(nodes: list[dict[str, Any]], by_state: dict[str, int]) -> dict[str, Any]:

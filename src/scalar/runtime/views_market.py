@@ -75,7 +75,7 @@ def autoscaler_status(views: ClusterViews, all_groups: bool = False) -> dict[str
     with views.store.read() as tx:
         groups = rows(tx, "scale_groups")
         orders = [o for s in IN_FLIGHT_ORDERS for o in rows(tx, "orders", s)]
-        pending = rows(tx, "jobs", "PENDING")
+        pending = tx.list_projection_fields("jobs", {"reason_code": "text", "reason": "text"}, "PENDING")
         total = sum(tx.count_actions().values())
         actions = tx.list_actions(limit=RECENT_ACTIONS, offset=max(0, total - RECENT_ACTIONS))
     known = views.with_controller(_leader_autoscaler)
@@ -83,13 +83,14 @@ def autoscaler_status(views: ClusterViews, all_groups: bool = False) -> dict[str
     unmet: list[dict[str, Any]]
     if known is None:
         notes.append(FOLLOWER_NOTE.format(what="the last routing decision"))
+        # one entry per reason (as the leader's are per group), not one per pending job: thousands
+        grouped: dict[tuple[str, Any], list[str]] = {}
+        for r in pending:
+            grouped.setdefault((r.data.get("reason_code") or "pending", r.data.get("reason")), []).append(
+                r.id
+            )
         unmet = [
-            {
-                "job_ids": [r.id],
-                "code": r.data.get("reason_code") or "pending",
-                "message": r.data.get("reason"),
-            }
-            for r in pending
+            {"job_ids": ids, "code": code, "message": message} for (code, message), ids in grouped.items()
         ]
     else:
         unmet = known["unmet"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import ColumnElement, Connection, String, literal_column, select, update
 
 from scalar.store import jsoncodec
 from scalar.store.projections import Projection, projection_table
@@ -133,20 +133,33 @@ def list_audit(
     action: str | None = None,
     after_id: int = 0,
     limit: int = 100,
+    before_id: int | None = None,
 ) -> list[StoredAuditEntry]:
-    """Audit rows in the order they were written, optionally of one tenant and/or one action."""
+    """Audit rows in the order they were written, optionally of one tenant and/or one action; with
+    ``before_id``: the rows before that id, the newest first (a page back)."""
     query = select(audit_log).where(audit_log.c.id > after_id)
+    if before_id is not None:
+        query = query.where(audit_log.c.id < before_id)
     if tenant is not None:
         query = query.where(audit_log.c.tenant == tenant)
     if action is not None:
         query = query.where(audit_log.c.action == action)
-    rows = conn.execute(query.order_by(audit_log.c.id).limit(limit))
+    order = audit_log.c.id.desc() if before_id is not None else audit_log.c.id
+    rows = conn.execute(query.order_by(order).limit(limit))
     return [
         StoredAuditEntry(
             row.id, row.at, row.tenant, row.actor, row.action, row.entity_id, row.data, row.batch_id
         )
         for row in rows
     ]
+
+
+def job_owner(dialect: str) -> ColumnElement[str]:
+    """The tenant a ``jobs`` row belongs to (``default`` for jobs stored before tenants existed): the same
+    expression as the ``ix_jobs_tenant_id`` index (migration 0010), so a tenant's list is read from it."""
+    if dialect == "postgresql":
+        return literal_column("coalesce(jobs.data ->> 'tenant', 'default')", String)
+    return literal_column("coalesce(json_extract(jobs.data, '$.tenant'), 'default')", String)
 
 
 def list_jobs_of_tenant(
@@ -157,14 +170,17 @@ def list_jobs_of_tenant(
     limit: int = 100,
     offset: int = 0,
     descending: bool = False,
+    after: str | None = None,
 ) -> list[Projection]:
     """The ``jobs`` projection rows of one tenant (jobs stored before tenants existed belong to
-    ``default``), ordered by id (``descending``: newest first), optionally only those in ``state``."""
+    ``default``), ordered by id (``descending``: newest first), optionally only those in ``state``;
+    ``after``: only those past that id in this order (keyset paging)."""
     t = projection_table("jobs")
-    owner = t.c.data["tenant"].as_string()
-    query = select(t).where(owner == tenant if tenant != "default" else or_(owner == tenant, owner.is_(None)))
+    query = select(t).where(job_owner(conn.dialect.name) == tenant)
     if state is not None:
         query = query.where(t.c.state == state)
+    if after is not None:
+        query = query.where(t.c.id < after if descending else t.c.id > after)
     order = t.c.id.desc() if descending else t.c.id
     rows = conn.execute(query.order_by(order).limit(limit).offset(offset))
     return [Projection("jobs", row.id, row.state, row.parent_id, row.data, row.updated_at) for row in rows]

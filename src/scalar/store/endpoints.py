@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
 
 from scalar.store.schema_endpoints import (
     endpoint_requests,
@@ -62,9 +62,22 @@ def list_endpoints(
     tenant: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    after: tuple[datetime, str] | None = None,
+    descending: bool = False,
 ) -> list[dict[str, Any]]:
-    """Endpoints in creation order; only ``tenant``'s when given; a page of ``limit`` from ``offset``."""
-    query = select(endpoints).order_by(endpoints.c.created_at, endpoints.c.id)
+    """Endpoints in creation order (then id; ``descending``: the other way); only ``tenant``'s when given;
+    a page of ``limit`` from ``offset``, or past the ``(created_at, id)`` key ``after`` in this order."""
+    at_col, id_col = endpoints.c.created_at, endpoints.c.id
+    if descending:
+        query = select(endpoints).order_by(at_col.desc(), id_col.desc())
+    else:
+        query = select(endpoints).order_by(at_col, id_col)
+    if after is not None:
+        at, ident = after
+        if descending:
+            query = query.where(or_(at_col < at, and_(at_col == at, id_col < ident)))
+        else:
+            query = query.where(or_(at_col > at, and_(at_col == at, id_col > ident)))
     if not include_deleted:
         query = query.where(endpoints.c.state == ACTIVE)
     if tenant is not None:

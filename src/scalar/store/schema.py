@@ -124,6 +124,8 @@ def _projection(name: str) -> Table:
         Column("parent_id", String(200), nullable=True, index=True),
         Column("data", JSONDocument, nullable=False),
         Column("updated_at", UTCDateTime(), nullable=True),
+        # lists filtered by state come out in id order from this index (keyset paging, no sort)
+        Index(f"ix_{name}_state_id", "state", "id"),
     )
 
 

@@ -33,6 +33,7 @@ endpoints = Table(
     Column("created_at", UTCDateTime(), nullable=False),
     Column("updated_at", UTCDateTime(), nullable=False),
     Column("deleted_at", UTCDateTime(), nullable=True),
+    Index("ix_endpoints_created_at_id", "created_at", "id"),  # the list's order (keyset paging)
 )
 
 endpoint_workers = Table(

@@ -170,10 +170,23 @@ class Tx:
         limit: int = 100,
         offset: int = 0,
         descending: bool = False,
+        after: str | None = None,
     ) -> list[Projection]:
         return projections.list_projection(
-            self._conn, table, state, parent_id=parent_id, limit=limit, offset=offset, descending=descending
+            self._conn,
+            table,
+            state,
+            parent_id=parent_id,
+            limit=limit,
+            offset=offset,
+            descending=descending,
+            after=after,
         )
+
+    def list_projection_fields(
+        self, table: str, fields: Mapping[str, str], state: str | None = None
+    ) -> list[Projection]:
+        return projections.list_projection_fields(self._conn, table, fields, state)
 
     def count_projection(self, table: str, state: str | None = None, *, parent_id: str | None = None) -> int:
         return projections.count_projection(self._conn, table, state, parent_id=parent_id)

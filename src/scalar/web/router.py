@@ -35,6 +35,9 @@ POLL_MS = 2000
 # Pages that read the whole market (thousands of offers) refresh less often.
 SLOW_POLL_MS = 5000
 INSTANCE_TYPES = ("8xH100", "8xH200")
+# Rows per page of the paged lists (the API's cursors: next/prev links).
+JOBS_PAGE = 50
+NODES_PAGE = 50
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 templates.env.filters.update(FILTERS)
@@ -77,10 +80,10 @@ def dashboard_router() -> APIRouter:
     @router.get(f"{PREFIX}/")
     async def overview(request: Request) -> Response:
         api = ApiReader(request)
-        health, providers, jobs, market = await asyncio.gather(
-            api.get("/healthz"), api.get("/providers"), api.get("/jobs", {"limit": 1000}), api.get("/market")
+        health, providers, status, market = await asyncio.gather(
+            api.get("/healthz"), api.get("/providers"), api.get("/status"), api.get("/market")
         )
-        job_list = jobs.json().get("jobs", [])
+        by_state = status.json().get("jobs_by_state") or {}  # counted by the store, not a page of jobs
         return render(
             request,
             "overview.html",
@@ -90,8 +93,8 @@ def dashboard_router() -> APIRouter:
             health_ok=health.ok,
             providers=providers.json().get("providers", []),
             providers_problem=_unavailable(providers, "provider state"),
-            counts=views.state_counts(job_list),
-            job_total=len(job_list),
+            counts=views.ordered_counts(by_state),
+            job_total=sum(by_state.values()),
             models=market.json().get("gpu_models", []),
             market_problem=_unavailable(market, "market"),
         )
@@ -118,20 +121,29 @@ def dashboard_router() -> APIRouter:
 
     @router.get(f"{PREFIX}/cluster")
     async def cluster(request: Request) -> Response:
-        answer = await ApiReader(request).get("/nodes")
+        after = _param(request, "after", "", 1000)
+        answer = await ApiReader(request).get("/nodes", {"limit": NODES_PAGE, "after": after})
+        page = answer.json()
         return render(
             request,
             "cluster.html",
             title="Cluster",
-            cluster=views.cluster_view(answer.json(), datetime.now(UTC)) if answer.ok else None,
+            cluster=views.cluster_view(page, datetime.now(UTC)) if answer.ok else None,
+            next_url=views.page_url(f"{PREFIX}/cluster", {}, page.get("next")),
+            prev_url=views.page_url(f"{PREFIX}/cluster", {}, page.get("prev")),
+            first_url=f"{PREFIX}/cluster" if after else None,
             problem=_unavailable(answer, "GPU slot map"),
         )
 
     @router.get(f"{PREFIX}/jobs")
     async def jobs(request: Request) -> Response:
         state = _param(request, "state", "", 20)
-        answer = await ApiReader(request).get("/jobs", {"state": state, "limit": 500, "order": "newest"})
-        job_list = answer.json().get("jobs", [])
+        after = _param(request, "after", "", 1000)
+        answer = await ApiReader(request).get(
+            "/jobs", {"state": state, "limit": JOBS_PAGE, "order": "newest", "after": after}
+        )
+        page = answer.json()
+        job_list = page.get("jobs", [])
         return render(
             request,
             "jobs.html",
@@ -140,6 +152,10 @@ def dashboard_router() -> APIRouter:
             states=views.JOB_STATES,
             jobs=views.job_rows(job_list, datetime.now(UTC)),
             counts=views.state_counts(job_list),
+            page_size=JOBS_PAGE,
+            next_url=views.page_url(f"{PREFIX}/jobs", {"state": state}, page.get("next")),
+            prev_url=views.page_url(f"{PREFIX}/jobs", {"state": state}, page.get("prev")),
+            first_url=views.list_url(f"{PREFIX}/jobs", {"state": state}) if after else None,
             problem=answer.problem(),
         )
 
@@ -235,6 +251,8 @@ def mount_dashboard(app: FastAPI, dependencies: Sequence[Any] = ()) -> None:
     """Serve the dashboard's pages under /ui (each with ``dependencies``: who may see them) and its script
     and styles under /ui/static (``STATIC_PATH``: public, no data)."""
     app.include_router(dashboard_router(), dependencies=list(dependencies))
+    for name in templates.env.list_templates():  # warm start: compiled now, not on the first page view
+        templates.env.get_template(name)
     app.mount(STATIC_PATH, StaticFiles(directory=str(STATIC_DIR)), name="dashboard-static")
 
 

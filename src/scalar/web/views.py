@@ -26,6 +26,28 @@ SLICE_LEGEND = {
 PRICE_ROWS = 200
 
 
+def list_url(path: str, params: dict[str, str], cursor: str | None = None) -> str:
+    """A paged list's URL with its filters (empty ones left out) and, given, the cursor ``after``."""
+    kept = {k: v for k, v in params.items() if v}
+    if cursor:
+        kept["after"] = cursor
+    return f"{path}?{urlencode(kept)}" if kept else path
+
+
+def page_url(path: str, params: dict[str, str], cursor: Any) -> str | None:
+    """The link to another page of a paged list (``cursor``: the API's ``next`` or ``prev``), keeping the
+    page's filters; ``None`` when there is no such page."""
+    return list_url(path, params, cursor) if isinstance(cursor, str) and cursor else None
+
+
+def ordered_counts(by_state: Any) -> list[tuple[str, int]]:
+    """Job counts by state (``GET /status``'s ``jobs_by_state``) in the lifecycle's order, zeros left out."""
+    if not isinstance(by_state, dict):
+        return []
+    known = [(s, int(by_state.get(s) or 0)) for s in JOB_STATES]
+    return [(s, n) for s, n in known if n]
+
+
 def _levels(rows: Any) -> list[dict[str, Any]]:
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 

@@ -66,10 +66,15 @@ class EndpointOut(BaseModel):
 
 
 class EndpointListOut(BaseModel):
+    """A page of endpoints in creation order; ``next``/``prev``: the cursors of the pages around it."""
+
     endpoints: list[EndpointOut]
     count: int
     limit: int
     offset: int
+    after: str | None = Field(default=None, description="the cursor this page starts after")
+    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
+    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 class LogLineOut(BaseModel):

@@ -378,20 +378,25 @@ class JobOut(BaseModel):
 
 
 class JobListOut(BaseModel):
-    """A page of ``GET /jobs``: ``count`` jobs from ``offset`` (at most ``limit``) in ``order``, filtered by
-    ``state``."""
+    """A page of ``GET /jobs``: ``count`` jobs (at most ``limit``) in ``order``, filtered by ``state``, from
+    the cursor ``after`` (or skipping ``offset``); ``next``/``prev``: the cursors of the pages after and
+    before this one (``null`` at either end)."""
 
     jobs: list[JobOut]
     count: int
     limit: int
     offset: int
     state: str | None = Field(default=None, json_schema_extra=one_of(JOB_STATES))
-    order: JobOrder = "oldest"
+    order: JobOrder = "newest"
+    after: str | None = Field(default=None, description="the cursor this page starts after")
+    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
+    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 HEALTH_STATUSES = ("ok", "starting", "degraded")
 HEALTH_PROBLEMS = {
     "not-open": "the control plane is still opening its database",
+    "first-step": "the controller has not finished its first step (replaying the log, first prices) yet",
     "database-unavailable": "the database cannot be reached",
     "no-leader": "no process has held the leader lease for a while: nothing is being scheduled",
 }

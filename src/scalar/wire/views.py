@@ -146,10 +146,16 @@ class NodeTotalsOut(BaseModel):
 
 
 class NodesOut(BaseModel):
+    """A page of the slot map (``count`` nodes, at most ``limit``); ``totals``: the whole fleet's."""
+
     nodes: list[NodeSlotsOut]
     count: int
     totals: NodeTotalsOut
     at: str | None
+    limit: int | None = None
+    after: str | None = Field(default=None, description="the cursor this page starts after")
+    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
+    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 class BlockOut(BaseModel):
@@ -182,11 +188,17 @@ class BlockTotalsOut(BaseModel):
 
 
 class BlocksOut(BaseModel):
+    """A page of contracts (``count``, at most ``limit``); ``totals``: every block in ``status``."""
+
     blocks: list[BlockOut]
     count: int
     status: str | None
     totals: BlockTotalsOut
     at: str | None
+    limit: int | None = None
+    after: str | None = Field(default=None, description="the cursor this page starts after")
+    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
+    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 class UnmetOut(BaseModel):

@@ -298,11 +298,20 @@ class EndpointService:
         limit: int = 1000,
         offset: int = 0,
         workers_limit: int = MAX_WORKERS_SHOWN,
+        after: tuple[datetime, str] | None = None,
+        descending: bool = False,
     ) -> list[dict[str, Any]]:
-        """A page of endpoints in creation order (only ``tenant``'s, unless it is ``None``)."""
+        """A page of endpoints in creation order (only ``tenant``'s, unless it is ``None``); ``after``: past
+        that ``(created_at, id)`` in this order (``descending``: the other way)."""
         with self.store.read() as tx:
             rows = repo.list_endpoints(
-                tx.conn, include_deleted=include_deleted, tenant=tenant, limit=limit, offset=offset
+                tx.conn,
+                include_deleted=include_deleted,
+                tenant=tenant,
+                limit=limit,
+                offset=offset,
+                after=after,
+                descending=descending,
             )
         ids = [r["id"] for r in rows]
         return [e for i in ids if (e := self.get(i, workers_limit=workers_limit)) is not None]
