@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit, limits_from_list
@@ -164,6 +165,8 @@ class ControllerConfig:
     agent_providers: tuple[str, ...] = ()
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
     routing_memo: bool = True
+    # Restartable FLEX jobs leave expensive, underused contracts when that saves money (engine/consolidate.py).
+    consolidation: ConsolidationPolicy = ConsolidationPolicy()
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):

@@ -51,6 +51,8 @@ class JobSpec:
     cuda_versions: tuple[str, ...] | None = None
     # TCP ports the node's agent allocates for the command ($PORT, $SCALAR_PORTS; docs/agent.md); 0: none.
     ports: int = 0
+    # May be stopped and restarted elsewhere to save money (consolidation; FLEX only; docs/api.md).
+    restartable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

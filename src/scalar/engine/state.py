@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
 from scalar.domain.offers import Offer
 from scalar.domain.packing_apply import book_job, release_job
@@ -240,6 +241,9 @@ class ClusterState:
         self.last_routing: RoutingDecision | None = None
         self.last_routing_at: datetime | None = None
         self.unmet: tuple[UnmetDemandView, ...] = ()
+        # The latest consolidation decisions (moves and contracts kept, with why): /autoscaler/status.
+        self.consolidations: deque[tuple[datetime, ConsolidationDecision]] = deque(maxlen=RECENT_ACTIONS)
+        self.consolidation_kept: tuple[ConsolidationDecision, ...] = ()  # the last pass's contracts kept
         self.pending_ids: dict[str, None] = {}
         self.live_slice_ids: dict[str, None] = {}
         self.outbox: list[Action] = []
