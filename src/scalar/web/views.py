@@ -212,6 +212,8 @@ def costs_view(body: dict[str, Any]) -> dict[str, Any]:
             {**p, "bar_pct": round(100 * (number(p.get("accrued")) or 0) / top, 1) if top else 0}
             for p in providers
         ],
+        # each contract's accounting (delivered, idle, resold GPU-hours), shown beside it in the contracts table
+        "accounts": {str(b.get("block_id")): b for b in _dicts(body.get("by_block"))},
     }
 
 

@@ -256,6 +256,36 @@ class ActionOut(BaseModel):
     error: str | None
 
 
+class MoveOut(BaseModel):
+    """One job moved by consolidation: from which node to which GPUs, and the progress it lost."""
+
+    job_id: str
+    from_node: str
+    to_node: str
+    gpu_indices: list[int]
+    lost_s: float
+
+
+class ConsolidationDecisionOut(BaseModel):
+    """A contract consolidation emptied (``moves``) or kept, with the saving and the restart cost."""
+
+    at: str | None
+    block_id: str
+    code: str
+    reason: str
+    saving: Money
+    restart_cost: Money
+    moves: list[MoveOut]
+
+
+class ConsolidationOut(BaseModel):
+    enabled: bool
+    recent_moves: list[ConsolidationDecisionOut] = Field(description="contracts emptied lately, newest first")
+    kept: list[ConsolidationDecisionOut] = Field(
+        description="underused contracts the last pass kept, with why (not restartable, no room, not worth it)"
+    )
+
+
 class AutoscalerOut(BaseModel):
     source: Source
     at: str | None
@@ -265,6 +295,9 @@ class AutoscalerOut(BaseModel):
     pending_groups: list[dict[str, Any]]
     unmet: list[UnmetOut]
     unmet_by_reason: list[UnmetByReasonOut]
+    consolidation: ConsolidationOut | None = Field(
+        default=None, description="restartable jobs moved off underused contracts (the leader's; null on a follower)"
+    )
     groups: list[GroupStatusOut] = Field(
         description="groups with slices or something in flight (all_groups: all)"
     )
