@@ -108,7 +108,9 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
                 except httpx.TransportError:
                     pass
                 if proc.poll() is not None or time.monotonic() - start > 120:
-                    raise SystemExit(f"scalar up did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+                    raise SystemExit(
+                        f"scalar up did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
+                    )
                 time.sleep(0.5)
             start = time.monotonic()
             window_start: datetime | None = None
@@ -148,7 +150,7 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
         submitted = _when(j.get("submitted_at"))
         if submitted is None or not j.get("started_at") or not prices:
             continue
-        at, offers = min(prices, key=lambda p: abs((p[0] - submitted).total_seconds()))
+        _, offers = min(prices, key=lambda p: abs((p[0] - submitted).total_seconds()))
         price = cheapest(j, offers)
         if price is None:
             continue
@@ -168,14 +170,18 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
         "fast_p99_wait_market_min": None if p99 is None else round(p99 * time_scale / 60, 2),
         "cost_per_delivered_gpu_hour": per,
         "cheapest_eligible_per_gpu_hour": None if floor is None else str(floor.quantize(Decimal("0.0001"))),
-        "cost_ratio": None if floor is None or per is None or floor == 0 else round(float(Decimal(per) / floor), 3),
+        "cost_ratio": None
+        if floor is None or per is None or floor == 0
+        else round(float(Decimal(per) / floor), 3),
         "paid_gpu_hours": costs.get("paid_gpu_hours"),
         "delivered_gpu_hours": costs.get("delivered_gpu_hours"),
         "idle_gpu_hours": costs.get("idle_gpu_hours"),
         "sold_back_gpu_hours": costs.get("sold_back_gpu_hours"),
         "jobs_submitted": len(jobs),
         "restartable_jobs": sum(1 for j in jobs if j.get("restartable")),
-        "moved_jobs": sum(1 for j in jobs if (j.get("reason_code") == "consolidation_move") or j.get("preemptions")),
+        "moved_jobs": sum(
+            1 for j in jobs if (j.get("reason_code") == "consolidation_move") or j.get("preemptions")
+        ),
     }
 
 

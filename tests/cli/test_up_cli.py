@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import itertools
+import os
 import random
 import re
 import signal

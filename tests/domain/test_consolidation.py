@@ -41,7 +41,9 @@ def _node(node_id: str, block_id: str, gpus: int, price: Decimal, tier: Tier = T
     return Node(node_id, block, tier, tuple(GpuSlot(i, 80) for i in range(gpus)))
 
 
-def _job(job_id: str, gpus: int, *, tier: Tier = Tier.FLEX, restartable: bool = True, hours: float = 10) -> Job:
+def _job(
+    job_id: str, gpus: int, *, tier: Tier = Tier.FLEX, restartable: bool = True, hours: float = 10
+) -> Job:
     return Job(job_id, tier, gpus, 40, 4, 16, hours * 3600, restartable=restartable)
 
 

@@ -63,5 +63,4 @@ def test_a_job_without_restartable_is_never_moved() -> None:
     c, actions = _scene(restartable=False)
     assert only(actions, StopWork) == [] and only(actions, StartWork) == []
     assert list(c.state.jobs["x"].placements) == ["blk-p-n0"]
-    [kept] = c.state.consolidation_kept
-    assert kept.block_id == "blk-p" and "not restartable" in kept.reason.message
+    assert list(c.state.consolidations) == [] and c.state.restartable_held == {}

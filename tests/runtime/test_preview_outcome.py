@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scalar.domain.money import round_micros
+from scalar.engine import ControllerConfig
 from scalar.runtime import ControlPlane
 from tests.runtime.helpers import CONTROLLER, Clock, drive, job, settings_for
 
@@ -74,7 +75,11 @@ def _check(plane: ControlPlane, clock: Clock, fields: dict[str, Any], compared: 
 
 def test_every_preview_is_what_the_controller_then_does(sqlite_url: str, tmp_path: Path) -> None:
     clock = Clock()
-    plane = ControlPlane(settings_for(sqlite_url, tmp_path, price_interval_s=1e6), clock=clock)
+    # prices stay as first observed, and capacity bought for jobs is not held for them once READY
+    config = ControllerConfig.from_dict({**CONTROLLER, "reservation_s": 0})
+    plane = ControlPlane(
+        settings_for(sqlite_url, tmp_path, price_interval_s=1e6, controller=config), clock=clock
+    )
     try:
         plane.run_once()
         compared = {"node": 0, "group": 0}
@@ -84,7 +89,9 @@ def test_every_preview_is_what_the_controller_then_does(sqlite_url: str, tmp_pat
         # now jobs that fit the free GPUs of READY nodes (FAST: decided at once; a FLEX job that does not
         # fit is decided when its batch is released, after events the preview cannot know of)
         for tier in ("FAST", "FAST", "FAST"):
-            free = [n for n in plane.nodes()["nodes"] if str(n["state"]).upper() == "READY" and n["tier"] == tier]
+            free = [
+                n for n in plane.nodes()["nodes"] if str(n["state"]).upper() == "READY" and n["tier"] == tier
+            ]
             free = [n for n in free if n["gpus_free"] >= 1]
             if free:
                 node = max(free, key=lambda n: n["gpus_free"])

@@ -175,7 +175,10 @@ def plan_moves(
             continue
         if len(held_here) > moves_left:
             decisions.append(
-                _kept(c.block_id, Reason(SKIP, f"{head} stays: its {len(held_here)} jobs exceed this pass's moves"))
+                _kept(
+                    c.block_id,
+                    Reason(SKIP, f"{head} stays: its {len(held_here)} jobs exceed this pass's moves"),
+                )
             )
             continue
         trial = dict(work)

@@ -378,7 +378,9 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
     _apply(state, out, routed, now)
 
 
-def _route_and_buy(state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes) -> Routed | None:
+def _route_and_buy(
+    state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes
+) -> Routed | None:
     demand = demand_step(state, config, now, out)
     if not state.groups:
         if state.pending_ids:  # record why nothing can be bought yet

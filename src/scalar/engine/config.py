@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scalar.domain.errors import InvalidSpecError
 from scalar.domain.consolidation import ConsolidationPolicy
+from scalar.domain.errors import InvalidSpecError
 from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit, limits_from_list
@@ -166,7 +166,7 @@ class ControllerConfig:
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
     routing_memo: bool = True
     # Restartable FLEX jobs leave expensive, underused contracts when that saves money (engine/consolidate.py).
-    consolidation: ConsolidationPolicy = ConsolidationPolicy()
+    consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):

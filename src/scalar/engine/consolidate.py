@@ -40,8 +40,8 @@ def consolidation_step(
 ) -> tuple[ConsolidationDecision, ...]:
     """Which underused contracts restartable jobs leave now (``domain.consolidation.plan_moves``)."""
     policy = config.consolidation
-    if not policy.enabled:
-        return ()
+    if not policy.enabled or not state.restartable_held:
+        return ()  # nothing could move: the pass costs nothing without a restartable job holding GPUs
     nodes: dict[str, Node] = {}
     contracts: list[Contract] = []
     for block in state.blocks.values():

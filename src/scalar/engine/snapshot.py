@@ -52,7 +52,8 @@ def market_snapshot(state: ClusterState) -> dict[str, Any]:
     """The scale groups (without their ranks: a restored state ranks them again from the same offers and
     the same demand), the offers and the books: the large part, which changes only with the market."""
     groups = [
-        [k, encode(replace(g, priority=None, rank_reasons=(), excluded=None))] for k, g in state.groups.items()
+        [k, encode(replace(g, priority=None, rank_reasons=(), excluded=None))]
+        for k, g in state.groups.items()
     ]
     return {
         "version": SNAPSHOT_VERSION,
@@ -77,9 +78,7 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
     order_keys = {s.order_key for s in slices.values() if s.order_key} | {
         b.order_key for b in blocks.values() if b.order_key
     }
-    orders = {
-        k: o for k, o in state.orders.items() if k in order_keys or o.status in OPEN_ORDER_STATES
-    }
+    orders = {k: o for k, o in state.orders.items() if k in order_keys or o.status in OPEN_ORDER_STATES}
     jobs = {k: j for k, j in state.jobs.items() if j.state in LIVE_JOB_STATES}
     return {
         "version": SNAPSHOT_VERSION,
@@ -120,7 +119,9 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     does not decode."""
     for name, part in (("snapshot", data), ("market", market)):
         if part.get("version") != SNAPSHOT_VERSION:
-            raise CodecError(f"{name}.version", f"expected version {SNAPSHOT_VERSION}, got {part.get('version')!r}")
+            raise CodecError(
+                f"{name}.version", f"expected version {SNAPSHOT_VERSION}, got {part.get('version')!r}"
+            )
     s = ClusterState()
     s.now = decode(datetime | None, data.get("now"), "now")
     s.steps = decode(int, data.get("steps", 0), "steps")
@@ -129,7 +130,9 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     arrivals = decode(dict[str, list[datetime]], data.get("arrivals", {}), "arrivals")
     s.arrivals = {Tier(k): deque(v) for k, v in arrivals.items()}
     s.jobs = _unpair(JobRecord, data.get("jobs", []), "jobs")
-    s.pending_ids = dict.fromkeys(j for j in decode(list[str], data.get("pending_ids", []), "pending_ids") if j in s.jobs)
+    s.pending_ids = dict.fromkeys(
+        j for j in decode(list[str], data.get("pending_ids", []), "pending_ids") if j in s.jobs
+    )
     s.nodes = _unpair(NodeRecord, data.get("nodes", []), "nodes")
     s.blocks = _unpair(BlockRecord, data.get("blocks", []), "blocks")
     s.slices = _unpair(SliceRecord, data.get("slices", []), "slices")
@@ -140,6 +143,9 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     s.offers = _unpair(tuple[Offer, ...], market.get("offers", []), "offers")
     s.books = _unpair(MarketBook, market.get("books", []), "books")
     s.next_schedule_at = decode(datetime | None, data.get("next_schedule_at"), "next_schedule_at")
+    s.restartable_held = {
+        k: None for k, j in s.jobs.items() if j.job is not None and j.job.restartable and j.parts
+    }
     s.schedule_dirty = True
     s.priorities_key = None  # ranked again at the next step, from the same offers: the same ranks
     return s

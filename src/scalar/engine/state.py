@@ -244,6 +244,7 @@ class ClusterState:
         # The latest consolidation decisions (moves and contracts kept, with why): /autoscaler/status.
         self.consolidations: deque[tuple[datetime, ConsolidationDecision]] = deque(maxlen=RECENT_ACTIONS)
         self.consolidation_kept: tuple[ConsolidationDecision, ...] = ()  # the last pass's contracts kept
+        self.restartable_held: dict[str, None] = {}  # restartable jobs holding GPUs (consolidation's candidates)
         self.pending_ids: dict[str, None] = {}
         self.live_slice_ids: dict[str, None] = {}
         self.outbox: list[Action] = []
@@ -348,6 +349,8 @@ class ClusterState:
         node_rec.idle_since = None
         rec.parts[node_id] = part
         rec.placements[node_id] = gpu_indices
+        if part.restartable:
+            self.restartable_held[rec.spec.job_id] = None
         rec.history.append(PlacementSpan(node_id, gpu_indices, self.at))
 
     def release(self, rec: JobRecord) -> tuple[str, ...]:
@@ -367,6 +370,7 @@ class ClusterState:
             self.schedule_dirty = True
         rec.parts = {}
         rec.placements = {}
+        self.restartable_held.pop(rec.spec.job_id, None)
         for i, span in enumerate(rec.history):
             if span.until is None:
                 rec.history[i] = PlacementSpan(span.node_id, span.gpu_indices, span.since, self.at)

@@ -104,7 +104,10 @@ def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> d
         )
         return out
     at = now if state.now is None or now > state.now else state.now
-    out["decided_by"] = {"snapshot_at": None if state.now is None else state.now.isoformat(), "at": at.isoformat()}
+    out["decided_by"] = {
+        "snapshot_at": None if state.now is None else state.now.isoformat(),
+        "at": at.isoformat(),
+    }
     controller = Controller(settings.controller)
     controller.state = state
     spec = replace(spec, job_id=PREVIEW_ID, submitted_at=at)

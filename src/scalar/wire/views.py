@@ -296,7 +296,8 @@ class AutoscalerOut(BaseModel):
     unmet: list[UnmetOut]
     unmet_by_reason: list[UnmetByReasonOut]
     consolidation: ConsolidationOut | None = Field(
-        default=None, description="restartable jobs moved off underused contracts (the leader's; null on a follower)"
+        default=None,
+        description="restartable jobs moved off underused contracts (the leader's; null on a follower)",
     )
     groups: list[GroupStatusOut] = Field(
         description="groups with slices or something in flight (all_groups: all)"
