@@ -244,7 +244,9 @@ class ClusterState:
         # The latest consolidation decisions (moves and contracts kept, with why): /autoscaler/status.
         self.consolidations: deque[tuple[datetime, ConsolidationDecision]] = deque(maxlen=RECENT_ACTIONS)
         self.consolidation_kept: tuple[ConsolidationDecision, ...] = ()  # the last pass's contracts kept
-        self.restartable_held: dict[str, None] = {}  # restartable jobs holding GPUs (consolidation's candidates)
+        self.restartable_held: dict[
+            str, None
+        ] = {}  # restartable jobs holding GPUs (consolidation's candidates)
         self.pending_ids: dict[str, None] = {}
         self.live_slice_ids: dict[str, None] = {}
         self.outbox: list[Action] = []

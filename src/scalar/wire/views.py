@@ -369,6 +369,8 @@ class PreviewNodeOut(BaseModel):
     instance_type: str | None
     gpus_free: int | None
     price_per_gpu_hour: Money
+    node_ids: list[str] = Field(default=[], description="every node of the placement (a gang: several)")
+    gpu_indices: list[int] = Field(default=[], description="the GPUs of the first node it would hold")
 
 
 class PreviewPurchaseOut(BaseModel):
@@ -382,7 +384,11 @@ class PreviewPurchaseOut(BaseModel):
     price_per_hour: Money
     contract_s: float = Field(description="how long the contract would last")
     committed: Money = Field(description="what the contract commits in full")
-    offers_that_fit: int
+    offers_that_fit: int = Field(description="scale groups of the job's tier procurement ranks now")
+    group: str | None = Field(default=None, description="the scale group the controller buys from")
+    spot: bool = False
+    limit_price_per_gpu_hour: Money | None = Field(default=None, description="the purchase's limit price")
+    for_jobs: int = Field(default=1, description="how many waiting jobs (this one included) it is bought for")
 
 
 class PreviewOut(BaseModel):
@@ -393,6 +399,13 @@ class PreviewOut(BaseModel):
     purchase: PreviewPurchaseOut | None = Field(description="the purchase it would need, if any")
     job_cost: Money | None = Field(description="the job's GPUs x price x expected duration")
     new_commitment: Money = Field(description="new money committed by a purchase (0 when it fits now)")
+    waits_for: dict[str, Any] | None = Field(
+        default=None, description="the purchase already on its way it would wait for (order_key, group)"
+    )
+    decided_by: dict[str, Any] | None = Field(
+        default=None,
+        description="the controller's published state it was decided on: snapshot_at, and the time decided at",
+    )
     reason: str
 
 
