@@ -127,6 +127,7 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
                 time.sleep(max(0.0, SAMPLE_S - (time.monotonic() - start - elapsed)))
             end = datetime.now().astimezone()
             costs = http.get("/costs").json()
+            consolidation = http.get("/autoscaler/status").json().get("consolidation") or {}
             jobs = all_jobs(http)
     finally:
         proc.terminate()
@@ -179,8 +180,8 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
         "sold_back_gpu_hours": costs.get("sold_back_gpu_hours"),
         "jobs_submitted": len(jobs),
         "restartable_jobs": sum(1 for j in jobs if j.get("restartable")),
-        "moved_jobs": sum(
-            1 for j in jobs if (j.get("reason_code") == "consolidation_move") or j.get("preemptions")
+        "jobs_moved_by_consolidation": sum(
+            len(d.get("moves", [])) for d in consolidation.get("recent_moves", [])
         ),
     }
 

@@ -21,6 +21,7 @@ from scalar.domain.consolidation import (
     HeldJob,
     plan_moves,
 )
+from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.packing_model import Node
 from scalar.domain.reasons import Reason
@@ -115,7 +116,12 @@ def apply_moves(state: ClusterState, decisions: tuple[ConsolidationDecision, ...
                 have=move.to_node,
             )
             preempt(state, rec, why, None)
-            state.book(rec, move.to_node, part, move.gpu_indices)
+            try:
+                state.book(rec, move.to_node, part, move.gpu_indices)
+            except DomainError as err:  # never expected (planned on this state): it waits to be placed again
+                state.release(rec)
+                state.note("job", rec.spec.job_id, Reason("booking_refused", f"move refused: {err.message}"))
+                continue
             state.move_job(rec, JobState.SCHEDULED, why)
             rec.scheduled_at = now
             rec.placement = PlacementSummary("EXISTING_NODE", why.message, (move.to_node,), (), now)

@@ -187,6 +187,18 @@ def autoscaler_view(body: dict[str, Any]) -> dict[str, Any]:
         "open_orders": _dicts(body.get("open_orders")),
         "actions": _dicts(body.get("recent_actions"))[:100],
         "notes": [str(n) for n in body.get("notes") or []],
+        "consolidation": _consolidation_view(body.get("consolidation")),
+    }
+
+
+def _consolidation_view(raw: Any) -> dict[str, Any] | None:
+    """Consolidation's moves and kept contracts (``None``: a follower answered, it does not know them)."""
+    if not isinstance(raw, dict):
+        return None
+    return {
+        "enabled": bool(raw.get("enabled")),
+        "recent_moves": [{**d, "moves": _dicts(d.get("moves"))} for d in _dicts(raw.get("recent_moves"))],
+        "kept": _dicts(raw.get("kept")),
     }
 
 
