@@ -22,6 +22,7 @@ from typing import Any
 
 from scalar.domain.offers import Offer
 from scalar.domain.tier import Tier
+from scalar.engine.budget import BudgetLimit
 from scalar.engine.codec import CodecError, decode, encode
 from scalar.engine.events import MarketBook
 from scalar.engine.lifecycle import OPEN_ORDER_STATES, JobState
@@ -64,8 +65,10 @@ def market_snapshot(state: ClusterState) -> dict[str, Any]:
     }
 
 
-def snapshot(state: ClusterState) -> dict[str, Any]:
-    """The decision state but the market's part (``market_snapshot``) as JSON-ready values."""
+def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[str, Any]:
+    """The decision state but the market's part (``market_snapshot``) as JSON-ready values, with the spend
+    limits in force (``ControllerConfig.budgets``: the log's ``BudgetsChanged`` replaces the configured ones,
+    and a purchase step holds back what they forbid)."""
     blocks = {k: b for k, b in state.blocks.items() if b.open}
     slices = {k: state.slices[k] for k in state.live_slice_ids}
     node_ids = {n for b in blocks.values() for n in b.node_ids} | {
@@ -95,6 +98,7 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
         "live_slice_ids": list(state.live_slice_ids),
         "orders": _pairs(orders),
         "next_schedule_at": encode(state.next_schedule_at),
+        "budgets": encode(budgets),
     }
 
 
@@ -112,6 +116,11 @@ def _unpair(tp: Any, raw: Any, path: str) -> dict[str, Any]:
             raise CodecError(f"{path}[{i}]", "expected a [key, value] pair")
         out[pair[0]] = decode(tp, pair[1], f"{path}.{pair[0]}")
     return out
+
+
+def budgets_of(data: Mapping[str, Any]) -> tuple[BudgetLimit, ...]:
+    """The spend limits a snapshot was taken under."""
+    return tuple(decode(tuple[BudgetLimit, ...], data.get("budgets", []), "budgets"))
 
 
 def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:

@@ -243,7 +243,9 @@ class Leader:
                         )
                         # the decision state previews run the controller's code on (runtime/preview.py);
                         # its large market part only when the market changed it
-                        tx.put_state(SNAPSHOT_KEY, snapshot(controller.state), at=now)
+                        tx.put_state(
+                            SNAPSHOT_KEY, snapshot(controller.state, controller.config.budgets), at=now
+                        )
                         market = market_key(controller.state)
                         if market != self.published_market:
                             tx.put_state(MARKET_SNAPSHOT_KEY, market_snapshot(controller.state), at=now)

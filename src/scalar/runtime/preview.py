@@ -37,7 +37,7 @@ from scalar.engine.autoscaler import FLEX_WAITING
 from scalar.engine.codec import CodecError
 from scalar.engine.events import JobSpec, JobSubmitted
 from scalar.engine.lifecycle import JobState
-from scalar.engine.snapshot import restore
+from scalar.engine.snapshot import budgets_of, restore
 from scalar.engine.state import ClusterState
 from scalar.engine.validation import validate_job_spec
 from scalar.runtime.jobs import spec_from_fields
@@ -97,6 +97,7 @@ def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> d
         return out
     try:
         state = restore(data, market)
+        budgets = budgets_of(data)
     except CodecError as err:
         out.update(
             needs_purchase=True,
@@ -108,7 +109,7 @@ def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> d
         "snapshot_at": None if state.now is None else state.now.isoformat(),
         "at": at.isoformat(),
     }
-    controller = Controller(settings.controller)
+    controller = Controller(replace(settings.controller, budgets=budgets))
     controller.state = state
     spec = replace(spec, job_id=PREVIEW_ID, submitted_at=at)
     actions = controller.step(at, [JobSubmitted(f"preview:{at.isoformat()}", spec)])
