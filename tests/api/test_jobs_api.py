@@ -60,6 +60,13 @@ def test_a_submitted_job_comes_back_201_pending_with_its_id_and_can_be_read(
     assert read.json()["reason"] == "waiting to be scheduled"
 
 
+def test_restartable_is_passed_on_only_when_true(client: httpx.Client, fake_cp: FakeControlPlane) -> None:
+    assert client.post("/jobs", json={**JOB, "restartable": True}).status_code == 201
+    assert client.post("/jobs", json={**JOB, "restartable": False}).status_code == 201
+    assert fake_cp.submitted[0]["restartable"] is True
+    assert "restartable" not in fake_cp.submitted[1]  # the default is sent as before
+
+
 def test_defaults_fill_the_optional_fields_and_tier_is_case_insensitive(
     client: httpx.Client, fake_cp: FakeControlPlane
 ) -> None:
@@ -96,6 +103,7 @@ def test_defaults_fill_the_optional_fields_and_tier_is_case_insensitive(
         ({"gpu_models": []}, "gpu_models", "at least 1"),
         ({"gpu_models": [""]}, "gpu_models[0]", "must not be empty"),
         ({"share_gpu": "yes"}, "share_gpu", "true or false"),
+        ({"restartable": "yes"}, "restartable", "true or false"),
     ],
 )
 def test_bad_fields_are_422_problems_naming_the_field_and_nothing_is_stored(

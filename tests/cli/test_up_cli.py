@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -217,8 +218,8 @@ def test_a_bad_setting_in_the_config_file_is_named_and_exits_2(run_cli: Any, tmp
     assert "Traceback" not in result.stderr
 
 
-def test_the_demo_mix_is_seeded_small_jobs_of_both_tiers_with_some_16_gpu_gangs() -> None:
-    from scalar.cli.up import demo_job
+def test_the_demo_mix_is_seeded_short_interactive_fast_and_long_flex_training_in_bursts() -> None:
+    from scalar.cli.demo_workload import demo_bursts, demo_job
     from scalar.wire.jobs import JobSubmission
 
     rng = random.Random(11)
@@ -231,8 +232,16 @@ def test_the_demo_mix_is_seeded_small_jobs_of_both_tiers_with_some_16_gpu_gangs(
     sizes = [j["gpu_count"] for j in jobs]
     assert set(sizes) == {1, 2, 4, 8, 16}
     assert 0 < sizes.count(16) < len(jobs) * 0.1
-    assert {j["tier"] for j in jobs} == {"FAST", "FLEX"}
-    # 15 market minutes to 4 market hours, at 60x: 15 s to 4 min.
-    assert min(j["expected_duration_sec"] for j in jobs) >= 15
-    assert max(j["expected_duration_sec"] for j in jobs) <= 240
-    assert demo_job(random.Random(11), 1.0)["expected_duration_sec"] >= 15 * 60
+    fast = [j for j in jobs if j["tier"] == "FAST"]
+    flex = [j for j in jobs if j["tier"] == "FLEX"]
+    assert len(jobs) * 0.3 < len(fast) < len(jobs) * 0.7
+    # interactive: 1-2 GPUs, at most 45 market minutes (45 s at 60x), never restartable
+    assert all(j["gpu_count"] <= 2 and j["expected_duration_sec"] <= 45 for j in fast)
+    assert not any(j.get("restartable") for j in fast)
+    # training: at least a market hour, most of it restartable, never all of it
+    assert all(j["expected_duration_sec"] >= 60 for j in flex)
+    restartable = sum(1 for j in flex if j.get("restartable"))
+    assert len(flex) * 0.4 < restartable < len(flex)
+    # bursts: a long gap opens each burst, the jobs inside it come within a second of each other
+    waits = [w for w, _ in itertools.islice(demo_bursts(random.Random(5), 60.0), 200)]
+    assert sum(1 for w in waits if w >= 6) >= 20 and sum(1 for w in waits if w <= 1) >= 60

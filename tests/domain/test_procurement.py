@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -20,10 +20,8 @@ from scalar.domain.procurement import (
     cost_band,
     hosting_cost_per_hour,
     nodes_to_cover,
-    plan_consolidation,
     priorities_for_groups,
     rank_offers,
-    sustained_gpu_demand,
 )
 from scalar.domain.tier import Tier
 
@@ -238,58 +236,6 @@ def test_a_group_takes_the_rank_of_its_best_offer_and_priorities_are_dense() -> 
     ranked = rank_offers(need, [sf_eu, AWS_P5, SF_8])  # ranks: SF_8 1, sf_eu 2, p5 3
     groups = [ScaleGroupShape("sf", "sfcompute", "8xH100"), ScaleGroupShape("p5", "aws", "p5.48xlarge")]
     assert priorities_for_groups(ranked, groups) == {"sf": 1, "p5": 2}
-
-
-# ---- consolidation ----------------------------------------------------------------------------------------
-
-
-def test_sustained_demand_is_the_minimum_held_over_the_window() -> None:
-    samples = [(T0, 10), (T0 + timedelta(minutes=10), 8), (T0 + timedelta(minutes=20), 12)]
-    now = T0 + timedelta(minutes=30)
-    assert sustained_gpu_demand(samples, now, window_s=1800) == 8
-    # A window that starts after the dip: 8 was in force at its start (sampled at 10 min) -> still 8.
-    assert sustained_gpu_demand(samples, now, window_s=900) == 8
-    assert sustained_gpu_demand(samples, now, window_s=600) == 12
-
-
-def test_sustained_demand_at_the_window_boundary() -> None:
-    samples = [(T0, 8)]
-    assert sustained_gpu_demand(samples, T0 + timedelta(seconds=3600), window_s=3600) == 8  # held exactly
-    assert sustained_gpu_demand(samples, T0 + timedelta(seconds=3599), window_s=3600) == 0  # 1 s short
-
-
-def test_sustained_demand_ignores_future_samples_and_orders_them() -> None:
-    samples = [(T0 + timedelta(minutes=90), 0), (T0, 9), (T0 + timedelta(minutes=30), 16)]
-    assert sustained_gpu_demand(samples, T0 + timedelta(minutes=60), window_s=3600) == 9
-    with pytest.raises(InvalidSpecError):
-        sustained_gpu_demand(samples, T0, window_s=0)
-    with pytest.raises(InvalidSpecError):
-        sustained_gpu_demand(samples, datetime(2025, 6, 28), window_s=60)
-
-
-@pytest.mark.parametrize(
-    ("sustained", "blocks", "remaining"), [(7, 0, 12), (8, 1, 4), (12, 1, 4), (16, 1, 4)]
-)
-def test_consolidation_at_seven_and_eight_sustained_gpus(sustained: int, blocks: int, remaining: int) -> None:
-    # 12 GPUs needed now, as several small needs; only the sustained part becomes whole 8-GPU blocks.
-    plan = plan_consolidation(need_gpus=12, sustained_gpus=sustained)
-    assert (plan.blocks, plan.remaining_gpus) == (blocks, remaining)
-    assert plan.consolidated_gpus == blocks * 8 and plan.block_provider == "sfcompute"
-    code = plan.reasons[0].code
-    assert code == ("sustained_below_block" if sustained < 8 else "consolidate")
-
-
-def test_consolidation_from_samples_end_to_end() -> None:
-    # Demand rose to 8 GPUs 40 minutes ago and to 19 now; over a 30-minute window 8 are sustained.
-    samples = [(T0, 3), (T0 + timedelta(minutes=20), 8), (T0 + timedelta(minutes=60), 19)]
-    now = T0 + timedelta(minutes=60)
-    sustained = sustained_gpu_demand(samples, now, window_s=1800)
-    plan = plan_consolidation(need_gpus=19, sustained_gpus=sustained)
-    assert (sustained, plan.blocks, plan.remaining_gpus) == (8, 1, 11)
-    assert (
-        "1 x 8-GPU sfcompute block(s) cover 8 of the 19 GPUs needed, 11 stay on small offers"
-        in plan.reasons[0].message
-    )
 
 
 # ---- invariants -------------------------------------------------------------------------------------------

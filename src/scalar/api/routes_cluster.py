@@ -184,9 +184,10 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
         summary="What a job would cost, and whether it needs a purchase (nothing is submitted)",
     )
     def preview_job(body: JobSubmission, request: Request) -> Any:
-        """The body is ``POST /jobs``'s. Checked as a submission is; then either the READY node it fits on
-        now (no purchase; its share of that contract) or the cheapest offer that fits it, with the nodes,
-        $/GPU-hour and what the contract would commit. ``scalar submit`` shows this before it submits."""
+        """The body is ``POST /jobs``'s. Checked as a submission is; then the controller's own decision on
+        the state its leader last published: the READY node it would run on now (no purchase; its share of
+        that contract), or the purchase it would make for it, with the nodes, $/GPU-hour and what the
+        contract would commit. ``scalar submit`` shows this before it submits."""
         try:
             return control_plane.preview_job(body.to_fields())
         except JobRejectedError as exc:

@@ -67,6 +67,12 @@ class TenantScoped:
         result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
         return result
 
+    def preview_job(self, fields: Any) -> dict[str, Any]:
+        """The preview of the job as the caller would submit it (its tenant's budgets apply); the answer is
+        the controller's decision on the whole cluster, so other tenants' job ids in it are redacted."""
+        result: dict[str, Any] = self._inner.preview_job({**fields, "tenant": current_principal().tenant})
+        return self.as_caller_sees(result)  # type: ignore[no-any-return]
+
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         result: dict[str, Any] | None = self._inner.get_job(job_id, tenant=tenant_filter())
         return self.as_caller_sees(result)  # type: ignore[no-any-return]

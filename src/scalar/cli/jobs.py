@@ -103,6 +103,7 @@ def job_detail_table(job: dict[str, Any]) -> Table:
         ["priority", job.get("priority")],
         ["gpu_models", job.get("gpu_models")],
         ["share_gpu", job.get("share_gpu")],
+        ["restartable", job.get("restartable", False)],
         ["tenant", job.get("tenant")],
         ["command", " ".join(job["command"]) if job.get("command") else "none (a reservation: no process)"],
         ["submitted_at", when(job.get("submitted_at"))],

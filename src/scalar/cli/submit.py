@@ -36,6 +36,7 @@ FLAGS: dict[str, str] = {
     "cuda_versions": "--cuda",
     "ports": "--ports",
     "share_gpu": "--share-gpu",
+    "restartable": "--restartable",
     "command": "COMMAND (after --)",
     "env": "--env",
     "workdir": "--workdir",
@@ -129,6 +130,12 @@ def register(app: typer.Typer) -> None:
         share_gpu: bool | None = typer.Option(
             None, "--share-gpu/--no-share-gpu", help="May share a GPU with other jobs (default no)."
         ),
+        restartable: bool | None = typer.Option(
+            None,
+            "--restartable/--no-restartable",
+            help="May be stopped and restarted on a cheaper node, losing progress since its last checkpoint "
+            "(FLEX only; default no).",
+        ),
         file: Path | None = typer.Option(
             None, "--file", help="JOB.json: the POST /jobs body (see docs/api.md); flags override its fields."
         ),
@@ -181,6 +188,7 @@ def register(app: typer.Typer) -> None:
             "cuda_versions": cuda or None,
             "ports": ports,
             "share_gpu": share_gpu,
+            "restartable": restartable,
             "command": list(command) if command else None,
             "env": _env_pairs(env) if env else None,
             "workdir": workdir,

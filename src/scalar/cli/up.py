@@ -10,13 +10,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import signal
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -25,6 +23,7 @@ from typing import Any
 import typer
 
 from scalar.cli.agent import LOCAL_FAKE_GPUS, start_local_agent, stop_local_agent
+from scalar.cli.demo_workload import DemoWorkload
 from scalar.cli.errors import fail, user_errors
 
 STARTUP_FAILED = 1
@@ -40,84 +39,6 @@ def say(text: str) -> None:
 
 def stamp() -> str:
     return datetime.now(UTC).strftime("%H:%M:%S")
-
-
-# ----------------------------------------------------------------------------------------- demo workload
-
-
-@dataclass(frozen=True, slots=True)
-class DemoKind:
-    """One kind of demo job. ``hours``: its run time in market hours (divided by the time scale)."""
-
-    name: str
-    weight: float
-    gpus: int
-    vram_gb: float
-    fast_share: float
-    hours: tuple[float, float]
-    priority: int
-
-
-# The demo mix: mostly small FAST and FLEX jobs of 1-8 GPUs, and now and then a gang of 16 GPUs
-# (two 8-GPU nodes of one block). CPU and RAM scale with the GPUs on a node.
-DEMO_MIX: tuple[DemoKind, ...] = (
-    DemoKind("inference", 3.0, 1, 24.0, 0.8, (0.25, 1.0), 5),
-    DemoKind("finetune", 3.0, 2, 40.0, 0.4, (0.5, 2.0), 2),
-    DemoKind("train", 2.0, 4, 80.0, 0.5, (1.0, 3.0), 1),
-    DemoKind("train-node", 1.5, 8, 80.0, 0.6, (1.0, 4.0), 1),
-    DemoKind("gang", 0.3, 16, 80.0, 1.0, (1.0, 3.0), 3),
-)
-DEMO_INTERVAL_S = (2.0, 6.0)
-DEMO_MIN_DURATION_S = 10.0
-DEMO_MAX_PENDING = 30
-
-
-def demo_job(rng: random.Random, time_scale: float) -> dict[str, Any]:
-    """One job of the demo mix: its fields for ``ControlPlane.submit_job``."""
-    kind = rng.choices(DEMO_MIX, weights=[k.weight for k in DEMO_MIX])[0]
-    tier = "FAST" if rng.random() < kind.fast_share else "FLEX"
-    hours = rng.uniform(*kind.hours)
-    duration = max(DEMO_MIN_DURATION_S, round(hours * 3600.0 / time_scale))
-    per_node = min(kind.gpus, 8)
-    return {
-        "name": f"demo-{kind.name}-{kind.gpus}gpu",
-        "tier": tier,
-        "gpu_count": kind.gpus,
-        "vram_per_gpu_gb": kind.vram_gb,
-        "cpu_cores": 4.0 * per_node,
-        "ram_gb": 32.0 * per_node,
-        "expected_duration_sec": float(duration),
-        "priority": kind.priority,
-    }
-
-
-class DemoWorkload(threading.Thread):
-    """Submits a demo job every few seconds through the control plane, while fewer than
-    ``DEMO_MAX_PENDING`` jobs wait (so a long run does not pile up work)."""
-
-    def __init__(self, control_plane: Any, *, seed: int, time_scale: float, stop: threading.Event) -> None:
-        super().__init__(name="scalar-demo", daemon=True)
-        self.control_plane = control_plane
-        self.rng = random.Random(f"scalar-demo:{seed}")
-        self.time_scale = time_scale
-        self.stop = stop
-        self.submitted = 0
-
-    def run(self) -> None:
-        from scalar.runtime import JobRejectedError
-
-        while not self.stop.wait(self.rng.uniform(*DEMO_INTERVAL_S)):
-            fields = demo_job(self.rng, self.time_scale)
-            try:
-                waiting = self.control_plane.list_jobs(state="PENDING", limit=DEMO_MAX_PENDING)
-                if len(waiting) >= DEMO_MAX_PENDING:
-                    continue
-                self.control_plane.submit_job(fields)
-                self.submitted += 1
-            except JobRejectedError as exc:
-                say(f"[{stamp()}] demo: {fields['name']} refused: {exc}")
-            except Exception:
-                log.exception("demo workload: submitting a job failed")
 
 
 # ------------------------------------------------------------------------------------------ job reporter
@@ -232,7 +153,9 @@ def banner(url: str, settings: Any, demo: bool) -> list[str]:
         f"  Market      built-in, {speed}",
         "  Demo        "
         + (
-            "on: a FAST/FLEX mix of 1-8 GPU jobs (and some 16-GPU gangs) every few seconds" if demo else "off"
+            "on: bursts of short interactive FAST jobs and long FLEX training runs (some restartable)"
+            if demo
+            else "off"
         ),
         "Submit a job:",
         f"  scalar submit --server {url} --gpus 2 --vram-gb 40 --duration 2m --tier FAST",
@@ -334,7 +257,9 @@ def run_up(settings: Any) -> int:
         workers.append(reporter)
         if settings.demo:
             seed = settings.market_seed if settings.market_seed is not None else 0
-            demo = DemoWorkload(control_plane, seed=seed, time_scale=settings.time_scale, stop=stopper.event)
+            demo = DemoWorkload(
+                control_plane, seed=seed, time_scale=settings.time_scale, stop=stopper.event, say=say
+            )
             demo.start()
             workers.append(demo)
             # a local node agent with fake GPUs, so jobs with a command run as processes (docs/agent.md)

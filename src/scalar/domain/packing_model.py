@@ -297,6 +297,9 @@ class Job:
     share_gpu: bool = False
     submitted_at: datetime | None = None
     cuda_versions: tuple[str, ...] | None = None
+    # The job may be stopped and started again elsewhere (it checkpoints or is idempotent): consolidation
+    # may move it off an expensive, underused node (engine/consolidation.py). Never true for FAST moves.
+    restartable: bool = False
 
     def __post_init__(self) -> None:
         _require_id("id", self.id)

@@ -21,8 +21,7 @@ waiting with it, shared out by dominant share) and ``cost_band`` keeps the shape
 above decides among them (docs/decisions/procurement.md).
 
 ``priorities_for_groups`` turns the ranking into routing's group priorities (lower = preferred, Iris
-style). ``sustained_gpu_demand`` and ``plan_consolidation`` implement "prefer SFCompute for sustained
-demand >= 8 GPUs": the sustained part of the demand goes onto whole 8-GPU blocks.
+style). Moving restartable jobs off underused contracts is ``scalar.domain.consolidation``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from decimal import Decimal
 
 from scalar.domain.arbitrage import (
@@ -436,84 +434,3 @@ def priorities_for_groups(
         elif excluded_priority is not None:
             out[g.name] = excluded_priority
     return out
-
-
-# ---- consolidation --------------------------------------------------------------------------------------
-
-
-def sustained_gpu_demand(samples: Sequence[tuple[datetime, int]], now: datetime, window_s: float) -> int:
-    """The GPU demand held through the whole window ``[now - window_s, now]``: its minimum.
-
-    Demand is a step function: each sample holds until the next one. The value in force at the window's
-    start is the latest sample at or before it; if there is none, the demand is unknown for part of the
-    window and nothing counts as sustained (0). Samples after ``now`` are ignored; of samples with the
-    same time, the last given wins.
-    """
-    if not (window_s > 0 and math.isfinite(window_s)):
-        raise InvalidSpecError("window_s", f"must be a positive number of seconds, got {window_s}")
-    if now.tzinfo is None:
-        raise InvalidSpecError("now", "must be timezone-aware (UTC)")
-    start = now - timedelta(seconds=window_s)
-    ordered = sorted(enumerate(samples), key=lambda item: (item[1][0], item[0]))
-    at_start: int | None = None
-    inside: list[int] = []
-    for _, (when, gpus) in ordered:
-        if gpus < 0:
-            raise InvalidSpecError("samples", f"demand must be >= 0 GPUs, got {gpus} at {when.isoformat()}")
-        if when <= start:
-            at_start = gpus
-        elif when <= now:
-            inside.append(gpus)
-    if at_start is None:
-        return 0
-    return min([at_start, *inside])
-
-
-@dataclass(frozen=True, slots=True)
-class ConsolidationPlan:
-    """How much of a need goes onto whole SFCompute blocks and what stays on small offers."""
-
-    blocks: int
-    block_gpus: int
-    block_provider: str
-    consolidated_gpus: int
-    remaining_gpus: int
-    reasons: tuple[Reason, ...]
-
-
-def plan_consolidation(
-    need_gpus: int, sustained_gpus: int, policy: ProcurementPolicy | None = None
-) -> ConsolidationPlan:
-    """Seed 000: "prefers SFCompute for sustained demand >= 8 GPUs".
-
-    Of the ``need_gpus`` to procure now, the part that demand has held for the whole window
-    (``sustained_gpus``) is bought as whole blocks: ``min(need, sustained) // 8`` SFCompute 8-GPU nodes.
-    The rest stays a small need (Prime below 8). Sustained demand below one block consolidates nothing.
-    Which job lands on which GPU is the packer's decision once the nodes exist.
-    """
-    pol = policy or ProcurementPolicy()
-    if need_gpus < 0 or sustained_gpus < 0:
-        raise InvalidSpecError("need_gpus" if need_gpus < 0 else "sustained_gpus", "must be >= 0")
-    block = pol.block_gpus
-    if sustained_gpus < block:
-        reason = Reason(
-            "sustained_below_block",
-            f"sustained demand of {sustained_gpus} GPUs is below one {block}-GPU block: no consolidation, "
-            f"{need_gpus} GPUs stay on small offers",
-            resource="sustained_gpus",
-            need=block,
-            have=sustained_gpus,
-        )
-        return ConsolidationPlan(0, block, pol.large_provider, 0, need_gpus, (reason,))
-    blocks = min(need_gpus, sustained_gpus) // block
-    consolidated = blocks * block
-    remaining = need_gpus - consolidated
-    reason = Reason(
-        "consolidate",
-        f"sustained demand of {sustained_gpus} GPUs >= {block}: {blocks} x {block}-GPU {pol.large_provider} "
-        f"block(s) cover {consolidated} of the {need_gpus} GPUs needed, {remaining} stay on small offers",
-        resource="sustained_gpus",
-        need=block,
-        have=sustained_gpus,
-    )
-    return ConsolidationPlan(blocks, block, pol.large_provider, consolidated, remaining, (reason,))

@@ -23,6 +23,9 @@ place at the end (``_apply``), with the unmet demand and the routing decision.
    twice.
 6. Purchases (``purchase_step``): each launch becomes one ``BuyCapacity`` at a limit price
    (engine/purchase_pricing.py). Budgets may hold part of it back.
+7. Consolidation (``consolidation_step``, engine/consolidate.py): restartable FLEX jobs leave an expensive,
+   underused contract when the saving over the rest of it exceeds the restart cost
+   (``domain.consolidation.plan_moves``); the moves are carried out in ``_apply`` with the rest.
 
 The procurement policy is the config's (``ControllerConfig.procurement``), the same for ranking and bands.
 """
@@ -49,6 +52,7 @@ from scalar.domain.tier import Tier
 from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
 from scalar.engine.buying import NO_PRICE, purchase_step
 from scalar.engine.config import ControllerConfig
+from scalar.engine.consolidate import apply_moves, consolidation_step
 from scalar.engine.cost_band import HostCosts
 from scalar.engine.groups import (
     Eligibility,
@@ -364,19 +368,28 @@ def _apply(state: ClusterState, out: Outcomes, routed: Routed | None, now: datet
         state.last_routing = routed.decision
         state.last_routing_at = now
     state.unmet = tuple(out.unmet)
+    apply_moves(state, out.consolidations, now)
 
 
 def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
-    """Route unplaced demand and buy what routing launches; every purchase emits a ``BuyCapacity``."""
+    """Route unplaced demand and buy what routing launches (every purchase emits a ``BuyCapacity``), then
+    consolidate: restartable jobs leave expensive, underused contracts (``StopWork`` + ``StartWork``)."""
     state.unmet = ()
     out = Outcomes()
+    routed = _route_and_buy(state, config, now, out)
+    out.consolidations = consolidation_step(state, config, now)
+    _apply(state, out, routed, now)
+
+
+def _route_and_buy(
+    state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes
+) -> Routed | None:
     demand = demand_step(state, config, now, out)
     if not state.groups:
         if state.pending_ids:  # record why nothing can be bought yet
             update_priorities(state, config, demand.gpus, demand.cpu_ram)
             cost_band_step(state, config.procurement, now, eligibility_step(state, config, demand.queue), out)
-            _apply(state, out, None, now)
-        return
+        return None
     # Procurement ranks the groups for this demand first: its exclusions decide eligibility.
     update_priorities(state, config, demand.gpus, demand.cpu_ram)
     eligible = eligibility_step(state, config, demand.queue)
@@ -384,10 +397,9 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
     if not banded and not any(g.min_slices > 0 for g in state.groups.values()):
         # Nothing to route: no unplaced demand and no group to keep at a minimum size, so routing could
         # launch nothing. ``last_routing`` stays the last decision that had something to route.
-        _apply(state, out, None, now)
-        return
+        return None
     routed = routing_step(state, config, now, banded, out)
     if routed is not None:
         passed = {rec.spec.job_id: where.passed_over for rec, where in banded}
         purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed)
-    _apply(state, out, routed, now)
+    return routed

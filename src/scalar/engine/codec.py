@@ -64,7 +64,7 @@ def decode(tp: Any, raw: Any, path: str = "") -> Any:
         return raw
     if origin is Union or origin is types.UnionType:
         return _decode_union(get_args(tp), raw, path)
-    if tp is _NONE:
+    if tp is _NONE or tp is None:
         if raw is not None:
             raise CodecError(path or "(root)", f"expected null, got {raw!r}")
         return None
@@ -110,6 +110,11 @@ def decode(tp: Any, raw: Any, path: str = "") -> Any:
         return tuple(
             decode(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, raw, strict=True))
         )
+    if origin is list:
+        if not isinstance(raw, list | tuple):
+            return _fail(path, "a list", raw)
+        (item_tp,) = get_args(tp)
+        return [decode(item_tp, item, f"{path}[{i}]") for i, item in enumerate(raw)]
     if origin in (dict, Mapping) or (origin is not None and _is_mapping(origin)):
         if not isinstance(raw, Mapping):
             return _fail(path, "an object", raw)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
@@ -179,6 +180,8 @@ class ControllerConfig:
     # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
     interruption_period_hours: float = 730.0
     packing_score: str = SCALAR_SCORE
+    # Restartable FLEX jobs leave expensive, underused contracts when that saves money (engine/consolidate.py).
+    consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale_groups, tuple):

@@ -54,6 +54,8 @@ class JobSpec:
     # How often the job checkpoints its work, in seconds of run time (None: never, a restart redoes it all).
     # Procurement weighs spot interruptions against it (domain/contracts.py).
     checkpoint_interval_s: float | None = None
+    # May be stopped and restarted elsewhere to save money (consolidation; FLEX only; docs/api.md).
+    restartable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

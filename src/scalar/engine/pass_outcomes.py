@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.reasons import Reason
 from scalar.engine.state import JobRecord, UnmetDemandView
 
@@ -72,6 +73,7 @@ class Outcomes:
     jobs: dict[str, JobOutcome] = field(default_factory=dict)
     unmet: list[UnmetDemandView] = field(default_factory=list)
     serves: list[tuple[str, str]] = field(default_factory=list)  # (order key, job id)
+    consolidations: tuple[ConsolidationDecision, ...] = ()  # contracts emptied or kept (consolidation)
 
     def decide(self, job_id: str, outcome: JobOutcome) -> None:
         self.jobs[job_id] = self.jobs.get(job_id, JobOutcome()).then(outcome)

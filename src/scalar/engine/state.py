@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
 from scalar.domain.offers import Offer
 from scalar.domain.packing_apply import book_job, release_job
@@ -245,6 +246,12 @@ class ClusterState:
         self.last_routing: RoutingDecision | None = None
         self.last_routing_at: datetime | None = None
         self.unmet: tuple[UnmetDemandView, ...] = ()
+        # The latest consolidation decisions (moves and contracts kept, with why): /autoscaler/status.
+        self.consolidations: deque[tuple[datetime, ConsolidationDecision]] = deque(maxlen=RECENT_ACTIONS)
+        self.consolidation_kept: tuple[ConsolidationDecision, ...] = ()  # the last pass's contracts kept
+        self.restartable_held: dict[
+            str, None
+        ] = {}  # restartable jobs holding GPUs (consolidation's candidates)
         self.pending_ids: dict[str, None] = {}
         # The shapes of the jobs submitted so far (valid ones, in submission order): the online prior of
         # the packer's score (domain.packing_scalar), rebuilt exactly by replaying the events.
@@ -369,6 +376,8 @@ class ClusterState:
         node_rec.idle_since = None
         rec.parts[node_id] = part
         rec.placements[node_id] = gpu_indices
+        if part.restartable:
+            self.restartable_held[rec.spec.job_id] = None
         rec.history.append(PlacementSpan(node_id, gpu_indices, self.at))
 
     def release(self, rec: JobRecord) -> tuple[str, ...]:
@@ -388,6 +397,7 @@ class ClusterState:
             self.schedule_dirty = True
         rec.parts = {}
         rec.placements = {}
+        self.restartable_held.pop(rec.spec.job_id, None)
         for i, span in enumerate(rec.history):
             if span.until is None:
                 rec.history[i] = PlacementSpan(span.node_id, span.gpu_indices, span.since, self.at)

@@ -105,6 +105,14 @@ def _spec_problems(spec: JobSpec) -> tuple[list[Reason], Tier | None]:
             )
         )
     problems += _cuda_problems(spec.cuda_versions)
+    if not isinstance(spec.restartable, bool):
+        problems.append(
+            Reason(
+                "invalid_restartable",
+                f"restartable must be true or false, got {spec.restartable!r}",
+                "restartable",
+            )
+        )
     if not isinstance(spec.share_gpu, bool):
         problems.append(
             Reason(
@@ -271,4 +279,5 @@ def job_from_spec(spec: JobSpec, submitted_at: datetime) -> Job:
         share_gpu=spec.share_gpu,
         submitted_at=spec.submitted_at or submitted_at,
         cuda_versions=None if spec.cuda_versions is None else tuple(spec.cuda_versions),
+        restartable=spec.restartable is True,
     )

@@ -3,7 +3,7 @@
 The job dict is the JSON shape the API and CLI show (``docs/decisions/runtime.md``)::
 
     {id, name, state, reason, reason_code, tier, gpu_count, vram_per_gpu_gb, cpu_cores, ram_gb,
-     expected_duration_sec, priority, gpu_models, cuda_versions, share_gpu, submitted_at, started_at, finished_at,
+     expected_duration_sec, priority, gpu_models, cuda_versions, share_gpu, restartable, submitted_at, started_at, finished_at,
      placements: [{node_id, gpu_indices}], placement_history: [{node_id, gpu_indices, from, to}],
      preemptions}
 """
@@ -33,6 +33,7 @@ JOB_FIELDS = (
     "gpu_models",
     "cuda_versions",
     "share_gpu",
+    "restartable",
     "tenant",
     "endpoint_id",
     "command",
@@ -172,6 +173,7 @@ def spec_dict(spec: JobSpec, state: str, reason: str | None, reason_code: str | 
         "gpu_models": None if spec.gpu_models is None else list(spec.gpu_models),
         "cuda_versions": None if spec.cuda_versions is None else list(spec.cuda_versions),
         "share_gpu": spec.share_gpu,
+        "restartable": spec.restartable,
         "submitted_at": _iso(spec.submitted_at),
         "started_at": None,
         "finished_at": None,
@@ -204,6 +206,7 @@ def job_dict(rec: JobRecord) -> dict[str, Any]:
         "gpu_models": None if spec.gpu_models is None else list(spec.gpu_models),
         "cuda_versions": None if spec.cuda_versions is None else list(spec.cuda_versions),
         "share_gpu": spec.share_gpu,
+        "restartable": spec.restartable,
         "submitted_at": _iso(view.submitted_at),
         "started_at": _iso(view.started_at),
         "finished_at": _iso(view.finished_at),

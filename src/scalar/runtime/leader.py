@@ -8,6 +8,7 @@ in one ``store.write(fence)`` transaction::
         actions = controller.step(now, appended.new_events)
         tx.add_actions(...)                               # the outbox
         projector.write(tx, ...)                          # projections + decisions
+        tx.put_state(SNAPSHOT_KEY, snapshot(state))       # the decision state previews run on
 
 If that transaction fails after the in-memory step, the controller is ahead of the database: it is
 dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
@@ -27,6 +28,7 @@ from typing import Any
 from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
+from scalar.engine.snapshot import market_key, market_snapshot, snapshot
 from scalar.providers.base import Provider
 from scalar.runtime import budgets
 from scalar.runtime.agent_backend import AGENT_PROVIDER
@@ -51,6 +53,10 @@ from scalar.store import (
 log = logging.getLogger(__name__)
 
 INBOX_BATCH = 1000
+
+
+SNAPSHOT_KEY = "controller:snapshot"  # runtime_state row: the leader's decision state after its last step
+MARKET_SNAPSHOT_KEY = "controller:snapshot:market"  # its scale groups, offers and books
 
 
 def new_event(event: Event, now: datetime) -> NewEvent:
@@ -87,6 +93,7 @@ class Leader:
         self.clock = clock
         self.lock = threading.RLock()
         self.controller: Controller | None = None
+        self.published_market: tuple[object, ...] | None = None  # market_key of the last market snapshot
         self.fence: Fence | None = None
         self.lease_expires_at: datetime | None = None
         self.reclaim = False
@@ -155,6 +162,7 @@ class Leader:
             self.feed.load(tx)
         self.projector.reset(controller)
         self.controller = controller
+        self.published_market = None  # a new controller (or leader) publishes its market part again
         self.steps = steps
 
     def _renew_during_rebuild(self) -> None:
@@ -201,6 +209,7 @@ class Leader:
             if controller is None or fence is None:
                 raise NotLeaderError("not the leader", "acquire the lease first")
             stepped = False
+            published: tuple[object, ...] | None = None
             done: Callable[[], None] | None = None
             actions: list[Action] = []
             try:
@@ -232,6 +241,15 @@ class Leader:
                             batch_id=appended.batch_id,
                             market_changed=market_changed,
                         )
+                        # the decision state previews run the controller's code on (runtime/preview.py);
+                        # its large market part only when the market changed it
+                        tx.put_state(
+                            SNAPSHOT_KEY, snapshot(controller.state, controller.config.budgets), at=now
+                        )
+                        market = market_key(controller.state)
+                        if market != self.published_market:
+                            tx.put_state(MARKET_SNAPSHOT_KEY, market_snapshot(controller.state), at=now)
+                            published = market
                     if after is not None:
                         after(tx, appended)
             except NotLeaderError:
@@ -242,6 +260,8 @@ class Leader:
                 if stepped:  # the controller is ahead of the database: rebuild before the next step
                     self.controller = None
                 raise
+            if published is not None:
+                self.published_market = published
             if done is not None:
                 done()
             self.last_step_at = now

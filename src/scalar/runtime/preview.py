@@ -1,33 +1,49 @@
 """What a job would cost before it is submitted (``POST /jobs/preview``, ``scalar submit`` asks with it).
 
-Two answers, from the store and the offers the control plane judges submissions on:
+The answer is the controller's own decision, not an estimate beside it: after every step the leader
+publishes its decision state (``engine.snapshot``; the market's part only when it changed) in the
+``runtime_state`` table
+(``Leader.commit``, in the step's transaction); the preview reads that value, restores it into a fresh
+``Controller`` with the configured policy, submits the job to it and steps it once at the current time
+(and, for a FLEX job still batching, once more when its batch would be released). What that copy does
+with the job is the preview:
 
-- it fits on a READY node now (same tier, enough whole free GPUs with the VRAM, CPU and RAM): no purchase;
-  its cost is its share of that node's contract (already paid for);
-- else it needs a purchase: the cheapest offer of a scale group of its tier that fits it (GPU model, VRAM,
-  CPU, RAM, the tier's price cap), ``ceil(gpus / GPUs per node)`` nodes, and what the contract commits.
+- a ``StartWork``: it runs on that READY node now, no purchase; its cost is its share of that contract
+  (already paid for);
+- a ``BuyCapacity`` serving it: the scale group, offer and contract bought, its rate and what it commits;
+- waiting for a purchase already on its way, or held (no offer fits, budgets...): the reason, nothing new
+  committed.
 
-The controller decides for real at its next step (it may also use capacity already on the way); this
-is the estimate a person confirms before money is spent.
+Any process that can read the database can answer (the API need not hold the controller). The leader's
+next real step decides for real; it differs only if the cluster changed in between: for a FLEX job that
+waits for its batch, what happens until the batch is released (purchases filled, nodes booted, other
+jobs) is not known to the preview, which steps the copy to that time with no other event.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
-from scalar.engine.events import JobSpec
+from scalar.engine import Controller
+from scalar.engine.actions import BuyCapacity, StartWork
+from scalar.engine.autoscaler import FLEX_WAITING
+from scalar.engine.codec import CodecError
+from scalar.engine.events import JobSpec, JobSubmitted
+from scalar.engine.lifecycle import JobState
+from scalar.engine.snapshot import budgets_of, restore
+from scalar.engine.state import ClusterState
 from scalar.engine.validation import validate_job_spec
 from scalar.runtime.jobs import spec_from_fields
+from scalar.runtime.leader import MARKET_SNAPSHOT_KEY, SNAPSHOT_KEY
 from scalar.runtime.settings import Settings
-from scalar.runtime.views import HOUR, money, rows
+from scalar.runtime.views import HOUR, money
 from scalar.store import Store
 
 PREVIEW_ID = "job-preview"
@@ -43,62 +59,8 @@ def checked_spec(
     return spec, problems
 
 
-def _allows(spec: JobSpec, model: str | None) -> bool:
-    if spec.gpu_models is None:
-        return True
-    if model is None:
-        return False
-    wanted = canonical_gpu_model(model)
-    return any(canonical_gpu_model(m) == wanted for m in spec.gpu_models)
-
-
-def _fits_node(spec: JobSpec, data: dict[str, Any]) -> bool:
-    if str(data.get("tier", "")).upper() != str(spec.tier).upper() or not _allows(
-        spec, data.get("gpu_model")
-    ):
-        return False
-    cpu_free = float(data.get("cpu_total") or 0) - float(data.get("cpu_used") or 0)
-    ram_free = float(data.get("ram_total_gb") or 0) - float(data.get("ram_used_gb") or 0)
-    return (
-        int(data.get("gpus_free") or 0) >= spec.gpu_count
-        and float(data.get("vram_per_gpu_gb") or 0) >= spec.vram_per_gpu_gb
-        and cpu_free >= spec.cpu_cores
-        and ram_free >= spec.ram_gb
-    )
-
-
-def _offer_fits(spec: JobSpec, offer: Offer, settings: Settings, tier: Tier) -> bool:
-    cfg = settings.controller
-    group = next(
-        (
-            g
-            for g in cfg.scale_groups
-            if g.matches(offer.provider, offer.instance_type, offer.gpu_model, offer.region, offer.spot)
-        ),
-        None,
-    )
-    price = offer.price_per_gpu_hour
-    cap = cfg.cap_for(tier)
-    return (
-        group is not None
-        and tier in group.tiers
-        and price is not None
-        and offer.gpu_count >= 1
-        and offer.gpu_count == int(offer.gpu_count)
-        and _allows(spec, offer.gpu_model)
-        and offer.gpu_memory_gb >= spec.vram_per_gpu_gb
-        and not (0 < offer.vcpu < spec.cpu_cores)
-        and not (0 < offer.memory_gb < spec.ram_gb)
-        and (cap is None or price <= cap)
-    )
-
-
-def preview(store: Store, settings: Settings, spec: JobSpec, offers: Sequence[Offer]) -> dict[str, Any]:
-    hours = Decimal(str(spec.expected_duration_sec)) / HOUR
-    with store.read() as tx:
-        nodes = rows(tx, "nodes", "ready")
-        blocks = {r.id: r.data for r in rows(tx, "blocks", "open")}
-    out: dict[str, Any] = {
+def _base(spec: JobSpec) -> dict[str, Any]:
+    return {
         "job": {
             "tier": str(spec.tier).upper(),
             "gpu_count": spec.gpu_count,
@@ -107,89 +69,154 @@ def preview(store: Store, settings: Settings, spec: JobSpec, offers: Sequence[Of
             "ram_gb": spec.ram_gb,
             "expected_duration_sec": spec.expected_duration_sec,
             "name": spec.name,
+            "restartable": spec.restartable,
         },
         "currency": "USD",
         "needs_purchase": False,
         "node": None,
         "purchase": None,
+        "waits_for": None,
         "job_cost": None,
         "new_commitment": "0.000000",
+        "decided_by": None,
         "reason": "",
     }
-    fitting = [n for n in nodes if _fits_node(spec, n.data)]
-    if fitting and spec.gpu_count > 0:
 
-        def price_of(n: Any) -> Decimal:
-            block = blocks.get(str(n.data.get("block_id")))
-            return Decimal(block["price_per_gpu_hour"]) if block else Decimal(0)
 
-        node = min(fitting, key=lambda n: (price_of(n), n.id))
-        price = price_of(node)
-        cost = price * spec.gpu_count * hours
+def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> dict[str, Any]:
+    """What the controller would do with ``spec`` now (module docstring); writes nothing."""
+    out = _base(spec)
+    with store.read() as tx:
+        data = tx.get_state(SNAPSHOT_KEY)
+        market = tx.get_state(MARKET_SNAPSHOT_KEY)
+    if data is None or market is None:
         out.update(
-            node={
-                "node_id": node.id,
-                "provider": node.data.get("provider"),
-                "instance_type": node.data.get("instance_type"),
-                "gpus_free": node.data.get("gpus_free"),
-                "price_per_gpu_hour": money(price),
-            },
-            job_cost=money(cost),
-            reason=(
-                f"fits on READY node {node.id} ({node.data.get('gpus_free')} GPUs free) now: no purchase; "
-                f"its share of that contract is ${money(cost)} "
-                f"({spec.gpu_count} GPUs x ${money(price)}/GPU-h x {hours:.3f} h), already paid for"
-            ),
+            needs_purchase=True,
+            reason="the controller has not published its state yet (no step so far): try again in a moment",
         )
         return out
-    tier = Tier(str(spec.tier).upper())
-    candidates = [o for o in offers if _offer_fits(spec, o, settings, tier)]
-    if not candidates:
-        out.update(needs_purchase=True, reason="no offer of a scale group of this tier fits the job now")
+    try:
+        state = restore(data, market)
+        budgets = budgets_of(data)
+    except CodecError as err:
+        out.update(
+            needs_purchase=True,
+            reason=f"the controller's published state does not decode ({err.message}): try again after its next step",
+        )
         return out
-    # as the controller routes (engine/groups.eligibility): one node big enough if any offer has one,
-    # else a gang of the fewest nodes
-    largest = max(int(o.gpu_count) for o in candidates)
-    if spec.gpu_count <= largest:
-        candidates = [o for o in candidates if o.gpu_count >= spec.gpu_count]
-    else:
-        fewest = math.ceil(spec.gpu_count / largest)
-        candidates = [o for o in candidates if math.ceil(spec.gpu_count / int(o.gpu_count)) == fewest]
-    offer = min(candidates, key=lambda o: (o.price_per_gpu_hour, o.provider, o.instance_type))
-    offered = offer.price_per_gpu_hour
-    assert offered is not None
-    price = offered
-    per_node = int(offer.gpu_count)
-    node_count = max(1, math.ceil(spec.gpu_count / per_node))
-    contract_s = max(
-        Decimal(settings.controller.contract_length_s) / Decimal(str(settings.time_scale)),
-        Decimal(str(spec.expected_duration_sec)),
+    at = now if state.now is None or now > state.now else state.now
+    out["decided_by"] = {
+        "snapshot_at": None if state.now is None else state.now.isoformat(),
+        "at": at.isoformat(),
+    }
+    controller = Controller(replace(settings.controller, budgets=budgets))
+    controller.state = state
+    spec = replace(spec, job_id=PREVIEW_ID, submitted_at=at)
+    actions = controller.step(at, [JobSubmitted(f"preview:{at.isoformat()}", spec)])
+    rec = state.jobs.get(PREVIEW_ID)
+    if (
+        rec is not None
+        and rec.state is JobState.PENDING
+        and rec.routing is not None
+        and rec.routing.code == FLEX_WAITING
+    ):
+        later = at + timedelta(seconds=settings.controller.flex_batch_wait_s)
+        actions = controller.step(later, [])
+        out["decided_by"]["at"] = later.isoformat()
+    hours = Decimal(str(spec.expected_duration_sec)) / HOUR
+    for action in actions:
+        if isinstance(action, StartWork) and action.job_id == PREVIEW_ID:
+            return _placed(out, state, action, spec, hours)
+    for action in actions:
+        if isinstance(action, BuyCapacity) and PREVIEW_ID in action.for_jobs:
+            return _bought(out, state, action, spec, hours)
+    rec = state.jobs.get(PREVIEW_ID)
+    why = "" if rec is None or rec.reason is None else rec.reason.message
+    if rec is not None and rec.order_key is not None:
+        order = state.orders.get(rec.order_key)
+        out["waits_for"] = {
+            "order_key": rec.order_key,
+            "group": None if order is None else order.group,
+        }
+    if rec is not None and rec.state is JobState.REJECTED:
+        out.update(needs_purchase=False, reason=f"the controller would reject it: {why}")
+        return out
+    out.update(needs_purchase=False, reason=f"no purchase now: {why.replace(PREVIEW_ID, 'the job')}")
+    return out
+
+
+def _placed(
+    out: dict[str, Any], state: ClusterState, action: StartWork, spec: JobSpec, hours: Decimal
+) -> dict[str, Any]:
+    node_id = action.node_id
+    node = state.nodes[node_id]
+    block = state.blocks.get(node.block_id)
+    price = block.grant.price_per_gpu_hour if block is not None else Decimal(0)
+    cost = price * spec.gpu_count * hours
+    free = node.node.free_gpu_count() + spec.gpu_count
+    out.update(
+        node={
+            "node_id": node_id,
+            "node_ids": list(action.node_ids),
+            "provider": node.node.block.provider,
+            "instance_type": node.node.block.instance_type,
+            "gpus_free": free,
+            "gpu_indices": list(action.gpu_indices),
+            "price_per_gpu_hour": money(price),
+        },
+        job_cost=money(cost),
+        reason=(
+            f"the controller places it on READY node {node_id} ({node.node.block.provider} "
+            f"{node.node.block.instance_type}, {free} GPUs free) now: no purchase; its share of that contract "
+            f"is ${money(cost)} ({spec.gpu_count} GPUs x ${money(price)}/GPU-h x {hours:.3f} h), already paid "
+            f"for. {action.reason.message.replace(PREVIEW_ID, 'the job')}"
+        ),
     )
-    rate = price * per_node * node_count
-    committed = rate * contract_s / HOUR
+    return out
+
+
+def _bought(
+    out: dict[str, Any], state: ClusterState, action: BuyCapacity, spec: JobSpec, hours: Decimal
+) -> dict[str, Any]:
+    req = action.request
+    group = state.groups.get(action.group)
+    offered = None if group is None or group.offer is None else group.offer.price_per_gpu_hour
+    price = offered if offered is not None else (req.limit_price_per_gpu_hour or Decimal(0))
+    tier = Tier.parse(str(spec.tier))
+    eligible = sum(
+        1 for g in state.groups.values() if g.tier is tier and g.offer is not None and g.priority is not None
+    )
+    rate = price * req.gpus_per_node * req.node_count
+    committed = rate * Decimal(req.duration_s) / HOUR
     cost = price * spec.gpu_count * hours
     out.update(
         needs_purchase=True,
         purchase={
-            "provider": offer.provider,
-            "instance_type": offer.instance_type,
-            "region": offer.region,
-            "gpu_model": offer.gpu_model,
-            "gpus_per_node": per_node,
-            "node_count": node_count,
+            "group": action.group,
+            "provider": req.provider,
+            "instance_type": req.instance_type,
+            "region": req.region,
+            "gpu_model": req.gpu_model,
+            "spot": req.spot,
+            "gpus_per_node": req.gpus_per_node,
+            "node_count": req.node_count,
             "price_per_gpu_hour": money(price),
+            "limit_price_per_gpu_hour": None
+            if req.limit_price_per_gpu_hour is None
+            else money(req.limit_price_per_gpu_hour),
             "price_per_hour": money(rate),
-            "contract_s": float(contract_s),
+            "contract_s": float(req.duration_s),
             "committed": money(committed),
-            "offers_that_fit": len(candidates),
+            "for_jobs": len(action.for_jobs),
+            "offers_that_fit": eligible,
         },
         job_cost=money(cost),
         new_commitment=money(committed),
         reason=(
-            f"no READY node fits it: buys {node_count}x {offer.instance_type} on {offer.provider} at "
-            f"${money(price)}/GPU-h (cheapest of {len(candidates)} offers that fit); the job's GPUs cost "
-            f"${money(cost)} over {hours:.3f} h, the contract commits ${money(committed)} "
-            f"(${money(rate)}/h for {float(contract_s):.0f} s)"
+            f"the controller buys {req.node_count}x {req.instance_type} on {req.provider} at "
+            f"${money(price)}/GPU-h for it (and {len(action.for_jobs) - 1} other waiting jobs); the job's GPUs "
+            f"cost ${money(cost)} over {hours:.3f} h, the contract commits ${money(committed)} "
+            f"(${money(rate)}/h for {req.duration_s} s). {action.reason.message.replace(PREVIEW_ID, 'the job')}"
         ),
     )
     return out

@@ -623,7 +623,7 @@ class ControlPlane:
         spec, problems = job_preview.checked_spec(fields, self.settings, offers, now)
         if spec is None or problems:
             raise JobRejectedError(problems)
-        return job_preview.preview(store, self.settings, spec, offers)
+        return job_preview.preview(store, self.settings, spec, now)
 
     # ---- node agents (runtime/agents.py, docs/agent.md) ----------------------------------------------
 

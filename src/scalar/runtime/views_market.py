@@ -11,6 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import NodeState
 from scalar.engine import Controller
 from scalar.engine.costs import (
@@ -65,6 +66,38 @@ def _leader_autoscaler(c: Controller) -> dict[str, Any]:
             for pg in status.pending_groups
         ],
         "unmet": unmet,
+        "consolidation": _consolidation(c),
+    }
+
+
+def _consolidation(c: Controller) -> dict[str, Any]:
+    """Consolidation's decisions: the latest moves (newest first) and the contracts the last pass kept."""
+
+    def one(d: ConsolidationDecision, at: datetime | None) -> dict[str, Any]:
+        return {
+            "at": iso(at),
+            "block_id": d.block_id,
+            "code": d.reason.code,
+            "reason": d.reason.message,
+            "saving": money(d.saving),
+            "restart_cost": money(d.restart_cost),
+            "moves": [
+                {
+                    "job_id": m.job_id,
+                    "from_node": m.from_node,
+                    "to_node": m.to_node,
+                    "gpu_indices": list(m.gpu_indices),
+                    "lost_s": round(m.lost_s, 3),
+                }
+                for m in d.moves
+            ],
+        }
+
+    state = c.state
+    return {
+        "enabled": c.config.consolidation.enabled,
+        "recent_moves": [one(d, at) for at, d in reversed(state.consolidations)],
+        "kept": [one(d, state.now) for d in state.consolidation_kept],
     }
 
 
@@ -141,6 +174,7 @@ def autoscaler_status(views: ClusterViews, all_groups: bool = False) -> dict[str
         "routing_lines": [] if known is None else known["routing_lines"],
         "pending_groups": [] if known is None else known["pending_groups"],
         "unmet": unmet,
+        "consolidation": None if known is None else known["consolidation"],
         "unmet_by_reason": sorted(by_reason.values(), key=lambda e: (-e["jobs"], e["code"])),
         "groups": group_out,
         "groups_total": len(groups),

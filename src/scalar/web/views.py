@@ -209,6 +209,18 @@ def autoscaler_view(body: dict[str, Any]) -> dict[str, Any]:
         "open_orders": _dicts(body.get("open_orders")),
         "actions": _dicts(body.get("recent_actions"))[:100],
         "notes": [str(n) for n in body.get("notes") or []],
+        "consolidation": _consolidation_view(body.get("consolidation")),
+    }
+
+
+def _consolidation_view(raw: Any) -> dict[str, Any] | None:
+    """Consolidation's moves and kept contracts (``None``: a follower answered, it does not know them)."""
+    if not isinstance(raw, dict):
+        return None
+    return {
+        "enabled": bool(raw.get("enabled")),
+        "recent_moves": [{**d, "moves": _dicts(d.get("moves"))} for d in _dicts(raw.get("recent_moves"))],
+        "kept": _dicts(raw.get("kept")),
     }
 
 
@@ -234,6 +246,8 @@ def costs_view(body: dict[str, Any]) -> dict[str, Any]:
             {**p, "bar_pct": round(100 * (number(p.get("accrued")) or 0) / top, 1) if top else 0}
             for p in providers
         ],
+        # each contract's accounting (delivered, idle, resold GPU-hours), shown beside it in the contracts table
+        "accounts": {str(b.get("block_id")): b for b in _dicts(body.get("by_block"))},
     }
 
 

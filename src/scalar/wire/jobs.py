@@ -2,7 +2,7 @@
 
 ``JobSubmission`` is the body of ``POST /jobs`` (and the JOB.json that ``scalar submit --file`` reads): seed
 001's job fields plus an optional ``name``, ``gpu_models`` (an ordered preference), ``cuda_versions`` and
-``share_gpu``, and for a job with a command ``ports`` (how many TCP ports its node's agent allocates).
+``share_gpu``, ``restartable`` (it may be moved to a cheaper node and restart), and for a job with a command ``ports`` (how many TCP ports its node's agent allocates).
 Unknown keys are refused, so a
 typo (``gpus``) is named instead of silently ignored. Bounds are generous but finite, so no value the schema
 accepts can overflow a database column or a clock.
@@ -103,6 +103,10 @@ FIELD_FIXES: dict[str, str] = {
         "out to accept any"
     ),
     "share_gpu": "give true to let the job share a GPU with others, or false",
+    "restartable": (
+        "give true if the job may be stopped and started again on another node (it checkpoints or can "
+        "start over), or false"
+    ),
     "ports": (
         f"give how many TCP ports the agent should allocate for the command, a whole number from 0 to {MAX_PORTS} "
         "(they arrive as $PORT and $SCALAR_PORTS); ports need a command"
@@ -249,6 +253,11 @@ class JobSubmission(BaseModel):
         "unknown CUDA version is accepted); leave out to accept any",
     )
     share_gpu: StrictBool = Field(default=False, description="may share a GPU with other jobs")
+    restartable: StrictBool = Field(
+        default=False,
+        description="may be stopped and started again on a cheaper node (it loses its progress since its "
+        "last checkpoint); only FLEX jobs are ever moved",
+    )
     command: (
         list[Annotated[str, Field(max_length=MAX_ARG_LENGTH, strict=True), AfterValidator(no_nul)]] | None
     ) = Field(
@@ -304,6 +313,8 @@ class JobSubmission(BaseModel):
                 out.pop(key, None)
         if not out.get("ports"):
             out.pop("ports", None)  # a job without ports is sent exactly as before
+        if not out.get("restartable"):
+            out.pop("restartable", None)
         return out
 
 
@@ -344,6 +355,7 @@ class JobOut(BaseModel):
     gpu_models: list[str] | None = None
     cuda_versions: list[str] | None = None
     share_gpu: bool = False
+    restartable: bool = Field(default=False, description="may be moved to a cheaper node (restarts)")
     submitted_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -268,6 +268,36 @@ class ActionOut(BaseModel):
     error: str | None
 
 
+class MoveOut(BaseModel):
+    """One job moved by consolidation: from which node to which GPUs, and the progress it lost."""
+
+    job_id: str
+    from_node: str
+    to_node: str
+    gpu_indices: list[int]
+    lost_s: float
+
+
+class ConsolidationDecisionOut(BaseModel):
+    """A contract consolidation emptied (``moves``) or kept, with the saving and the restart cost."""
+
+    at: str | None
+    block_id: str
+    code: str
+    reason: str
+    saving: Money
+    restart_cost: Money
+    moves: list[MoveOut]
+
+
+class ConsolidationOut(BaseModel):
+    enabled: bool
+    recent_moves: list[ConsolidationDecisionOut] = Field(description="contracts emptied lately, newest first")
+    kept: list[ConsolidationDecisionOut] = Field(
+        description="underused contracts the last pass kept, with why (not restartable, no room, not worth it)"
+    )
+
+
 class AutoscalerOut(BaseModel):
     source: Source
     at: str | None
@@ -277,6 +307,10 @@ class AutoscalerOut(BaseModel):
     pending_groups: list[dict[str, Any]]
     unmet: list[UnmetOut]
     unmet_by_reason: list[UnmetByReasonOut]
+    consolidation: ConsolidationOut | None = Field(
+        default=None,
+        description="restartable jobs moved off underused contracts (the leader's; null on a follower)",
+    )
     groups: list[GroupStatusOut] = Field(
         description="groups with slices or something in flight (all_groups: all)"
     )
@@ -347,6 +381,8 @@ class PreviewNodeOut(BaseModel):
     instance_type: str | None
     gpus_free: int | None
     price_per_gpu_hour: Money
+    node_ids: list[str] = Field(default=[], description="every node of the placement (a gang: several)")
+    gpu_indices: list[int] = Field(default=[], description="the GPUs of the first node it would hold")
 
 
 class PreviewPurchaseOut(BaseModel):
@@ -360,7 +396,11 @@ class PreviewPurchaseOut(BaseModel):
     price_per_hour: Money
     contract_s: float = Field(description="how long the contract would last")
     committed: Money = Field(description="what the contract commits in full")
-    offers_that_fit: int
+    offers_that_fit: int = Field(description="scale groups of the job's tier procurement ranks now")
+    group: str | None = Field(default=None, description="the scale group the controller buys from")
+    spot: bool = False
+    limit_price_per_gpu_hour: Money | None = Field(default=None, description="the purchase's limit price")
+    for_jobs: int = Field(default=1, description="how many waiting jobs (this one included) it is bought for")
 
 
 class PreviewOut(BaseModel):
@@ -371,6 +411,13 @@ class PreviewOut(BaseModel):
     purchase: PreviewPurchaseOut | None = Field(description="the purchase it would need, if any")
     job_cost: Money | None = Field(description="the job's GPUs x price x expected duration")
     new_commitment: Money = Field(description="new money committed by a purchase (0 when it fits now)")
+    waits_for: dict[str, Any] | None = Field(
+        default=None, description="the purchase already on its way it would wait for (order_key, group)"
+    )
+    decided_by: dict[str, Any] | None = Field(
+        default=None,
+        description="the controller's published state it was decided on: snapshot_at, and the time decided at",
+    )
     reason: str
 
 

@@ -1,0 +1,198 @@
+"""The live demo's targets, measured: ``scalar up --demo --time-scale 60`` on a free loopback port and a fresh
+SQLite database, sampled from minute 3 to minute 7.
+
+- utilisation: the mean of ``gpus.allocated / gpus.total`` from ``GET /status``, sampled every 5 s
+  (target >= 75%);
+- FAST p99 wait: over the FAST jobs submitted in the window, submission to start (a job still waiting
+  counts its wait so far), in wall seconds and in market minutes (x the time scale); target < 10 minutes;
+- cost: ``cost_per_delivered_gpu_hour`` of ``GET /costs`` at the end of the window against the cheapest
+  eligible offer, GPU-hour weighted over the jobs that ran, each priced at the offers of ``GET /prices``
+  sampled nearest its submission (target <= 1.5x).
+
+    PYTHONPATH=src python -m bench.live_demo [--seed 0] [--time-scale 60]
+
+Prints one JSON object. The run uses two cores' worth of CPU at most; run it on a quiet machine for
+numbers that mean something.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+WINDOW = (180.0, 420.0)
+SAMPLE_S = 5.0
+FLEX_CAP = Decimal("10")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _when(text: str | None) -> datetime | None:
+    return None if not text else datetime.fromisoformat(text)
+
+
+def all_jobs(http: httpx.Client) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        page = http.get("/jobs", params={"limit": 500, "offset": len(out), "order": "oldest"}).json()
+        jobs = page.get("jobs", [])
+        out += jobs
+        if len(jobs) < 500:
+            return out
+
+
+def cheapest(job: dict[str, Any], offers: list[dict[str, Any]]) -> Decimal | None:
+    """The lowest $/GPU-hour of an offer that could host the job (whole nodes; FLEX under its cap)."""
+    per_node = min(int(job["gpu_count"]), 8)
+    best: Decimal | None = None
+    for o in offers:
+        price = o.get("price_per_gpu_hour")
+        gpus = o.get("gpu_count") or 0
+        if price is None or gpus < per_node or int(gpus) != gpus:
+            continue
+        if float(o.get("gpu_memory_gb") or 0) < float(job.get("vram_per_gpu_gb") or 0):
+            continue
+        vcpu = float(o.get("vcpu") or 0)
+        if 0 < vcpu < float(job.get("cpu_cores") or 0):
+            continue
+        value = Decimal(str(price))
+        if job["tier"] == "FLEX" and value > FLEX_CAP:
+            continue
+        best = value if best is None or value < best else best
+    return best
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = max(0, math.ceil(q * len(ordered)) - 1)
+    return ordered[k]
+
+
+def measure(seed: int, time_scale: float) -> dict[str, Any]:
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix="scalar-live-demo-"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env.pop("SCALAR_DATABASE_URL", None)
+    cmd = [sys.executable, "-m", "scalar", "up", "--demo", "--time-scale", f"{time_scale:g}", "--port",
+           str(port), "--data-dir", str(data), "--seed", str(seed), "--no-auth"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    start = time.monotonic()
+    samples: list[float] = []
+    prices: list[tuple[datetime, list[dict[str, Any]]]] = []
+    try:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            while True:
+                try:
+                    if http.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() - start > 120:
+                    raise SystemExit(
+                        f"scalar up did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
+                    )
+                time.sleep(0.5)
+            start = time.monotonic()
+            window_start: datetime | None = None
+            while (elapsed := time.monotonic() - start) < WINDOW[1]:
+                status = http.get("/status").json()
+                now = _when(status.get("at")) or datetime.now().astimezone()
+                offers = http.get("/prices").json().get("offers", [])
+                prices.append((now, offers))
+                if elapsed >= WINDOW[0]:
+                    window_start = window_start or now
+                    gpus = status.get("gpus") or {}
+                    total = gpus.get("total") or 0
+                    samples.append((gpus.get("allocated") or 0) / total if total else 0.0)
+                time.sleep(max(0.0, SAMPLE_S - (time.monotonic() - start - elapsed)))
+            end = datetime.now().astimezone()
+            costs = http.get("/costs").json()
+            consolidation = http.get("/autoscaler/status").json().get("consolidation") or {}
+            jobs = all_jobs(http)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    waits = []
+    for j in jobs:
+        submitted = _when(j.get("submitted_at"))
+        if j["tier"] != "FAST" or submitted is None or window_start is None:
+            continue
+        if not (window_start <= submitted <= end):
+            continue
+        started = _when(j.get("started_at")) or (None if j["state"] != "PENDING" else end)
+        if started is not None:
+            waits.append((started - submitted).total_seconds())
+    weighted = Decimal(0)
+    weight = Decimal(0)
+    for j in jobs:
+        submitted = _when(j.get("submitted_at"))
+        if submitted is None or not j.get("started_at") or not prices:
+            continue
+        _, offers = min(prices, key=lambda p: abs((p[0] - submitted).total_seconds()))
+        price = cheapest(j, offers)
+        if price is None:
+            continue
+        w = Decimal(j["gpu_count"]) * Decimal(str(j["expected_duration_sec"]))
+        weighted += price * w
+        weight += w
+    floor = weighted / weight if weight else None
+    per = costs.get("cost_per_delivered_gpu_hour")
+    p99 = percentile(waits, 0.99)
+    return {
+        "command": " ".join(cmd[1:]),
+        "window_s": list(WINDOW),
+        "samples": len(samples),
+        "utilisation_mean": None if not samples else round(sum(samples) / len(samples), 4),
+        "fast_jobs_in_window": len(waits),
+        "fast_p99_wait_s": p99,
+        "fast_p99_wait_market_min": None if p99 is None else round(p99 * time_scale / 60, 2),
+        "cost_per_delivered_gpu_hour": per,
+        "cheapest_eligible_per_gpu_hour": None if floor is None else str(floor.quantize(Decimal("0.0001"))),
+        "cost_ratio": None
+        if floor is None or per is None or floor == 0
+        else round(float(Decimal(per) / floor), 3),
+        "paid_gpu_hours": costs.get("paid_gpu_hours"),
+        "delivered_gpu_hours": costs.get("delivered_gpu_hours"),
+        "idle_gpu_hours": costs.get("idle_gpu_hours"),
+        "sold_back_gpu_hours": costs.get("sold_back_gpu_hours"),
+        "jobs_submitted": len(jobs),
+        "restartable_jobs": sum(1 for j in jobs if j.get("restartable")),
+        "jobs_moved_by_consolidation": sum(
+            len(d.get("moves", [])) for d in consolidation.get("recent_moves", [])
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--time-scale", type=float, default=60.0)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.seed, args.time_scale), indent=2))
+
+
+if __name__ == "__main__":
+    main()
