@@ -250,6 +250,9 @@ class ClusterState:
         # the offers and the demand, so it is recomputed only when either changed (autoscaler.update_priorities).
         self.offers_version = 0
         self.priorities_key: tuple[object, ...] | None = None
+        # What the last autoscaler pass saw and when it must run again (autoscaler.AutoscaleGate): a pass
+        # whose inputs did not change since is skipped.
+        self.autoscale_gate: object | None = None
 
     # ---- ids and the story -------------------------------------------------------------------------
 
