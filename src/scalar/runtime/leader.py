@@ -1,16 +1,18 @@
 """The leader: the lease, the controller rebuilt by replay, one fenced transaction per step, the executor.
 
-Everything that steps the controller holds ``self.lock`` (one step at a time in the process) and writes
-in one ``store.write(fence)`` transaction::
+Everything that steps the controller holds ``self.lock`` (one step at a time in the process). The step is
+computed outside any write transaction and its result written in one short ``store.write(fence)``::
 
-    with store.write(fence) as tx:
-        appended = tx.append_batch(now, events)           # + inbox rows consumed, feed cursors, ...
-        actions = controller.step(now, appended.new_events)
-        tx.add_actions(...)                               # the outbox
-        projector.write(tx, ...)                          # projections + decisions
+    with store.read() as tx: items = tx.unconsumed_inbox(...)   # short read; plus the stored stimuli
+    actions = controller.step(now, fresh_events)                # no transaction open
+    plan = projector.plan(...)                                  # projection rows + decisions
+    with store.write(fence) as tx:                              # fence checked first
+        appended = tx.append_batch(now, fresh_events)           # must store exactly these (else lost race)
+        tx.add_actions(...); plan.apply(tx, ...)                # the outbox, projections, decisions
+        tx.mark_inbox_consumed(...)                             # compare-and-set on the inbox cursor
 
-If that transaction fails after the in-memory step, the controller is ahead of the database: it is
-dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
+If that transaction fails after the in-memory step (fenced, a lost race, a database error), the controller
+is ahead of the database: it is dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
 makes this process step down; it rebuilds when it wins the lease again.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 
 from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
+from scalar.domain.offers import Offer
 from scalar.engine.events import Event
 from scalar.providers.base import Provider
 from scalar.runtime import budgets
@@ -33,7 +36,7 @@ from scalar.runtime.agent_backend import AGENT_PROVIDER
 from scalar.runtime.auth import audit_actions
 from scalar.runtime.executor import Outcome, execute, outbox_payload
 from scalar.runtime.feed import NodeFeed, PriceCollector, Source
-from scalar.runtime.projector import Projector
+from scalar.runtime.projector import ProjectionPlan, Projector
 from scalar.runtime.settings import Settings
 from scalar.runtime.step_metrics import StepLatency
 from scalar.store import Action as StoredAction
@@ -44,9 +47,11 @@ from scalar.store import (
     NewAction,
     NewEvent,
     NotLeaderError,
+    StaleStepError,
     Store,
     Tx,
 )
+from scalar.store.jsoncodec import canonical
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ class Leader:
         self.steps = 0
         self.step_latency = StepLatency()  # wall time of each tick's step (GET /metrics)
         self._pool: ThreadPoolExecutor | None = None
+        self.published_offers: tuple[Offer, ...] = ()  # the controller's offers after its last step
 
     # ---- the lease -----------------------------------------------------------------------------------
 
@@ -156,6 +162,7 @@ class Leader:
         self.projector.reset(controller)
         self.controller = controller
         self.steps = steps
+        self.publish()
 
     def _renew_during_rebuild(self) -> None:
         s = self.settings
@@ -188,31 +195,47 @@ class Leader:
     def commit(
         self,
         now: datetime,
-        build: Callable[[Tx], list[NewEvent]],
+        events: list[NewEvent],
         *,
+        before: Callable[[Tx], None] | None = None,
         after: Callable[[Tx, BatchAppend], None] | None = None,
         market_changed: bool = False,
     ) -> list[Action]:
-        """Append the events ``build`` returns (it runs inside the transaction: it may read the inbox or
-        complete an action), step the controller with the new ones, store its actions, projections and
-        decisions, then run ``after``: one fenced transaction."""
+        """Step the controller with ``events`` (those not stored yet) outside any write transaction, then
+        store the batch, its actions, projections and decisions in one short fenced transaction that also
+        runs ``before`` (e.g. complete an action) and ``after`` (e.g. mark inbox rows consumed).
+
+        Optimistic: the transaction checks the fence (``NotLeaderError``) and that exactly the stepped events
+        are new (``before``/``after`` check their own cursors, e.g. the inbox's compare-and-set); a lost race
+        rolls back and the controller, now ahead of the database, is rebuilt by replay (recomputed)."""
         with self.lock:
             controller, fence = self.controller, self.fence
             if controller is None or fence is None:
                 raise NotLeaderError("not the leader", "acquire the lease first")
             stepped = False
-            done: Callable[[], None] | None = None
             actions: list[Action] = []
+            plan: ProjectionPlan | None = None
+            rows: list[NewAction] = []
             try:
+                fresh = self._fresh(events)
+                if fresh:
+                    story_from = len(controller.state.story)
+                    stepped = True
+                    actions = controller.step(now, [event_from_dict(e.payload) for e in fresh])
+                    plan = self.projector.plan(
+                        controller, now, story_from=story_from, market_changed=market_changed
+                    )
                 with self.store.write(fence) as tx:
-                    appended = tx.append_batch(now, build(tx))
-                    if appended.new_events:
-                        story_from = len(controller.state.story)
-                        stepped = True
-                        actions = controller.step(
-                            now, [event_from_dict(e.payload) for e in appended.new_events]
+                    if before is not None:
+                        before(tx)
+                    appended = tx.append_batch(now, fresh)
+                    stored = [e.stimulus_id for e in appended.new_events]
+                    if stored != [e.stimulus_id for e in fresh]:
+                        raise StaleStepError(
+                            "another writer stored some of this step's events first",
+                            "the step is recomputed from the log",
                         )
-                        rows = []
+                    if plan is not None:
                         refused = budgets.gate(tx, controller.state, actions, now)  # spend limits, in this tx
                         for action in actions:
                             provider, blocks = self._provider_of(action)
@@ -224,14 +247,7 @@ class Leader:
                             rows, now=now, created_seq=appended.last_seq, batch_id=appended.batch_id
                         )
                         audit_actions(tx, actions, controller.state, now, appended.batch_id)
-                        done = self.projector.write(
-                            tx,
-                            controller,
-                            now,
-                            story_from=story_from,
-                            batch_id=appended.batch_id,
-                            market_changed=market_changed,
-                        )
+                        plan.apply(tx, appended.batch_id)
                     if after is not None:
                         after(tx, appended)
             except NotLeaderError:
@@ -242,14 +258,32 @@ class Leader:
                 if stepped:  # the controller is ahead of the database: rebuild before the next step
                     self.controller = None
                 raise
-            if done is not None:
-                done()
+            if plan is not None:
+                plan.committed()
             self.last_step_at = now
             if stepped:
                 self.steps += 1
+                self.publish()
             if actions:
                 self.actions_added.set()
             return actions
+
+    def _fresh(self, events: list[NewEvent]) -> list[NewEvent]:
+        """The events not stored yet (first of each stimulus), as a replay will see them (canonical JSON)."""
+        if not events:
+            return []
+        with self.store.read() as tx:
+            stored = tx.stored_stimuli([e.stimulus_id for e in events])
+        fresh: dict[str, NewEvent] = {}
+        for e in events:
+            if e.stimulus_id not in stored and e.stimulus_id not in fresh:
+                fresh[e.stimulus_id] = NewEvent(e.stimulus_id, e.kind, canonical(e.payload), e.at)
+        return list(fresh.values())
+
+    def publish(self) -> None:
+        """What other threads read without the lock after each step (a tuple swapped in one assignment)."""
+        controller = self.controller
+        self.published_offers = () if controller is None else controller.offers()
 
     def tick(self, now: datetime) -> list[Action]:
         """One leader iteration: market prices when due, node events, the inbox, a Tick; one step.
@@ -271,20 +305,18 @@ class Leader:
             feed = self.feed.poll(now, lambda node: node in controller.state.nodes)
             events += feed.events
             tick = new_event(Tick(f"tick:{tag}"), now)
-            consumed: list[int] = []
-
-            def build(tx: Tx) -> list[NewEvent]:
-                items = tx.unconsumed_inbox(INBOX_BATCH)
-                consumed.extend(i.id for i in items)
-                return [*events, *(inbox_event(i.id, i.payload, now) for i in items), tick]
+            with self.store.read() as rtx:  # a short read: submissions never wait for this step
+                items = rtx.unconsumed_inbox(INBOX_BATCH)
+            consumed = [i.id for i in items]
+            batch = [*events, *(inbox_event(i.id, i.payload, now) for i in items), tick]
 
             def after(tx: Tx, appended: BatchAppend) -> None:
-                if consumed:
+                if consumed:  # compare-and-set: a row consumed meanwhile rolls the step back
                     tx.mark_inbox_consumed(consumed, at=now, batch_id=appended.batch_id)
                 self.feed.persist(tx, feed, now)
 
             started = time.monotonic()
-            actions = self.commit(now, build, after=after, market_changed=market is not None)
+            actions = self.commit(now, batch, after=after, market_changed=market is not None)
             self.step_latency.observe(time.monotonic() - started)
             self.feed.committed(feed)
             if price_due:
@@ -365,7 +397,7 @@ class Leader:
                 return
             events = [new_event(e, now) for e in outcome.events]
 
-            def complete(tx: Tx) -> list[NewEvent]:
+            def complete(tx: Tx) -> None:
                 tx.complete_action(
                     action.action_id,
                     attempt=action.attempts,
@@ -374,11 +406,15 @@ class Leader:
                     failed=outcome.failed,
                     error=outcome.error,
                 )
-                return events
 
+            with self.store.read() as rtx:  # still ours? (else stepping with its result would be undone)
+                current = rtx.get_action(action.action_id)
+            if current is None or current.attempts != action.attempts or current.status != "in_flight":
+                log.info("result of %s dropped: claimed again since", action.action_id)
+                return
             with self.lock:
                 if self.fence != fence or self.controller is None:
                     return  # leadership changed meanwhile: the next leader executes it again, same key
-                self.commit(now, complete)
+                self.commit(now, events, before=complete)
         except (NotLeaderError, ActionNotClaimedError) as err:
             log.info("result of %s dropped: %s", action.action_id, err)

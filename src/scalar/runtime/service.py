@@ -71,7 +71,7 @@ from scalar.runtime.market_view import (
 )
 from scalar.runtime.prices import LivePrices, RealProvider, real_providers
 from scalar.runtime.settings import Settings, SettingsError
-from scalar.runtime.views import ClusterViews
+from scalar.runtime.views import LEADER_WAIT_S, ClusterViews
 from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.orderbook import build_orderbook_response
@@ -402,11 +402,9 @@ class ControlPlane:
     def _validation_offers(self, now: datetime) -> tuple[Offer, ...]:
         """The offers a submission is judged on: the leader's, else a recent collection of our own."""
         _, leader = self._opened()
-        with leader.lock:
-            if leader.controller is not None:
-                offers = leader.controller.offers()
-                if offers:
-                    return offers
+        offers = leader.published_offers  # swapped in after each step: read without waiting for one
+        if offers:
+            return offers
         cached = self._offers_cache
         if cached is not None and time.monotonic() - cached[0] < self.settings.price_interval_s:
             return cached[1]
@@ -522,10 +520,14 @@ class ControlPlane:
 
     def explain_job(self, job_id: str) -> list[str] | None:
         _, leader = self._opened()
-        with leader.lock:
+        if not leader.lock.acquire(timeout=LEADER_WAIT_S):  # a step is being computed: never wait for it
+            return None
+        try:
             if leader.controller is None:
                 return None
             explanation = leader.controller.explain(job_id)
+        finally:
+            leader.lock.release()
         return None if explanation is None else list(explanation.lines)
 
     def story(self, entity_id: str, limit: int | None = 100) -> list[dict[str, Any]]:

@@ -70,6 +70,9 @@ class Tx:
         epoch = self._fence.epoch if self._fence else None
         return eventlog.append_batch(self._write(), now, new, holder=holder, epoch=epoch)
 
+    def stored_stimuli(self, stimulus_ids: Sequence[str]) -> set[str]:
+        return eventlog.stored_stimuli(self._conn, stimulus_ids)
+
     def get_event(self, stimulus_id: str) -> StoredEvent | None:
         return eventlog.get_event(self._conn, stimulus_id)
 
