@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+from scalar.domain.offers import Offer
 from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
-from scalar.domain.offers import Offer
 from scalar.engine.events import Event
 from scalar.providers.base import Provider
 from scalar.runtime import budgets

@@ -426,7 +426,7 @@ class ControlPlane:
         if spec is None or problems:
             raise JobRejectedError(problems)
         job = spec_dict(spec, "PENDING", ACCEPTED_REASON, "accepted")
-        with store.write() as tx:
+        with store.accept() as tx:
             tx.add_inbox(SUBMIT, spec.job_id, event_to_dict(JobSubmitted("inbox", spec)), now=now)
             tx.upsert_projection("jobs", spec.job_id, "PENDING", job, at=now)
         return job
@@ -436,7 +436,7 @@ class ControlPlane:
         another tenant's)."""
         store, _ = self._opened()
         now = self.clock()
-        with store.write() as tx:
+        with store.accept() as tx:
             row = tx.get_projection("jobs", job_id)
             if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
                 raise KeyError(job_id)

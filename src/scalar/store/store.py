@@ -316,6 +316,18 @@ class Store:
                 yield Tx(conn, writable=True, fence=fence)
 
     @contextmanager
+    def accept(self) -> Iterator[Tx]:
+        """A write transaction for requests any process accepts (inbox rows and the projection rows of
+        what they create): on PostgreSQL it does not queue behind the serialized writes (no advisory lock;
+        the leader consumes inbox rows with a compare-and-set, in any commit order), so a submission is
+        acknowledged once its row commits, whatever a step is writing. SQLite has one writer: there it is
+        ``write()``."""
+        with self.engine.connect() as conn:
+            conn = begin_immediate(conn)
+            with conn.begin():
+                yield Tx(conn, writable=True)
+
+    @contextmanager
     def read(self) -> Iterator[Tx]:
         """A read-only transaction over one consistent snapshot."""
         with self.engine.connect() as conn:
