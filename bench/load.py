@@ -102,6 +102,38 @@ class _Server:
         self.sock.close()
 
 
+class _Workers:
+    """``count`` ``scalar api`` processes sharing one loopback socket (as ``scalar up --api-workers``)."""
+
+    def __init__(self, count: int, data_dir: str, config: Path | None, db_url: str) -> None:
+        self.count = count
+        self.env = {**os.environ, "SCALAR_DATABASE_URL": db_url}
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.args = ["--data-dir", data_dir, "--time-scale", "600", "--seed", "7"]
+        if config is not None:
+            self.args += ["--config", str(config)]
+        self.procs: list[Any] = []
+
+    def __enter__(self) -> str:
+        from scalar.cli.api import spawn_workers, wait_ready
+
+        self.procs = spawn_workers(self.count, self.sock, self.args, self.env)
+        problem = wait_ready(self.url, self.procs)
+        if problem is not None:
+            raise RuntimeError(problem)
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        from scalar.cli.api import stop_workers
+
+        stop_workers(self.procs)
+        self.sock.close()
+
+
 async def _call(
     client: httpx.AsyncClient, results: Results, route: str, method: str, path: str, body: Any = None
 ) -> dict[str, Any] | None:
@@ -224,13 +256,97 @@ def check_invariants(plane: ControlPlane, db_url: str, results: Results) -> list
     return problems
 
 
+# The state a fleet-scale run starts from (``--nodes``/``--pending``): one block of READY 8-GPU nodes, each
+# filled by a long job, and a queue of pending jobs; purchases are capped (``PRELOAD_CONFIG``), so the queue
+# stays full for the whole run, as it would at a fleet's busy hour.
+PRELOAD_CONFIG = """
+[market]
+seed = 7
+time_scale = 600
+[loops]
+tick_s = 0.2
+[[controller.scale_groups]]
+name = "load"
+max_slices = 2
+"""
+
+
+def preload(settings: Any, nodes: int, pending: int) -> None:
+    """Write ``nodes`` READY nodes (each running one 8-GPU job) and ``pending`` waiting jobs into the log and
+    the projections, as steps of a controller would have (the control plane then rebuilds by replay)."""
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
+    from scalar.domain.offers import Offer
+    from scalar.domain.tier import Tier
+    from scalar.engine import JobSpec, JobStarted, JobSubmitted, MarketObserved, NodeReported, OrderUpdated
+    from scalar.engine import StartWork as Start
+    from scalar.runtime.leader import new_event
+    from scalar.runtime.projector import Projector
+
+    t = datetime.now(UTC) - timedelta(minutes=5)
+    controller = Controller(settings.controller)
+    projector = Projector()
+    store = Store.open(settings.database_url)
+    offer = Offer("sfcompute", "8xH100", "us", Decimal("16"), "H100", 8, 80, 96, 1024)
+    ids = tuple(f"pre{i:05d}" for i in range(nodes))
+    request = CapacityRequest("sfcompute", "8xH100", nodes, 30 * 86400, None, Tier.FAST, "H100", 8)
+    grant = BlockGrant(
+        "blk-pre", "sfcompute", "8xH100", "H100", 8, 80, 96, 1024, t, t + timedelta(days=30), Decimal(2), ids
+    )
+    order = Order("pre", "preloaded", OrderState.FILLED, request, grant)
+    rng = random.Random(3)
+    long_jobs = [JobSpec(f"job-pre-run-{i:05d}", "FAST", 8, 40, 4, 32, 30 * 86400.0, 5) for i in range(nodes)]
+    waiting = [
+        JobSpec(f"job-pre-wait-{i:06d}", "FAST", rng.choice((1, 1, 2, 4, 8)), 40, 4, 32, 3600.0, 0)
+        for i in range(pending)
+    ]
+    steps: list[list[Any]] = [
+        [MarketObserved("pre-market", (offer,), t, {}, ("sfcompute",))],
+        [OrderUpdated("pre-fill", "preloaded", order)],
+        [NodeReported(f"pre-ready-{n}", NodeEvent(n, "blk-pre", t, NodeState.READY)) for n in ids],
+        [JobSubmitted(f"pre-run-{s.job_id}", s) for s in long_jobs],
+    ]
+    started: list[Any] = []
+    try:
+        for k, events in enumerate([*steps, None, [JobSubmitted(f"pre-{s.job_id}", s) for s in waiting]]):
+            at = t + timedelta(seconds=k)
+            if events is None:  # every long job confirms its start
+                events = [JobStarted(f"pre-start-{a.job_id}", a.job_id, a.node_ids[0]) for a in started]
+            with store.write() as tx:
+                appended = tx.append_batch(at, [new_event(e, at) for e in events])
+                story_from = len(controller.state.story)
+                actions = controller.step(at, [event_from_dict(e.payload) for e in appended.new_events])
+                started += [a for a in actions if isinstance(a, Start)]
+                plan = projector.plan(controller, at, story_from=story_from)
+                plan.apply(tx, appended.batch_id)
+            plan.committed()
+    finally:
+        store.close()
+
+
 def run(
-    clients: int, requests: int, seconds: float, database_url: str | None = None, routing_memo: bool = True
+    clients: int,
+    requests: int,
+    seconds: float,
+    database_url: str | None = None,
+    routing_memo: bool = True,
+    *,
+    api_workers: int = 0,
+    nodes: int = 0,
+    pending: int = 0,
 ) -> tuple[Results, list[str]]:
+    """One run: the control plane in this process, its API in this process (``api_workers=0``) or in that
+    many ``scalar api`` processes; ``nodes``/``pending`` preload the state."""
     with tempfile.TemporaryDirectory(prefix="scalar-load-") as tmp:
         db_url = database_url or f"sqlite:///{tmp}/scalar.db"
+        config: Path | None = None
+        if nodes or pending:
+            config = Path(tmp) / "scalar.toml"
+            config.write_text(PRELOAD_CONFIG)
         settings = load_settings(
-            None,
+            config,
             {
                 "data_dir": Path(tmp),
                 "database_url": db_url,
@@ -241,6 +357,8 @@ def run(
             {},
         )
         settings = replace(settings, controller=replace(settings.controller, routing_memo=routing_memo))
+        if nodes or pending:
+            preload(settings, nodes, pending)
         plane = ControlPlane(settings)
         plane.start()
         try:
@@ -248,7 +366,10 @@ def run(
                 plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}")["token"]
                 for i in range(clients)
             ]
-            with _Server(create_app(plane)) as url:
+            server: Any = (
+                _Server(create_app(plane)) if api_workers == 0 else _Workers(api_workers, tmp, config, db_url)
+            )
+            with server as url:
                 of_tenant: dict[str, str] = {}  # one endpoint per tenant, created with its own token
                 for i, token in enumerate(tokens[: len(TENANTS)]):
                     with httpx.Client(
@@ -346,6 +467,43 @@ def write_section(text: str, path: Path) -> None:
     replace_section(path, text, START, END)
 
 
+def split_section(
+    runs: list[tuple[int, Results, list[str]]], clients: int, seconds: float, nodes: int, pending: int
+) -> str:
+    """The side-by-side report of one ``--api-workers 0,N`` run."""
+    base = runs[0][1]
+    base_rate = base.total / base.elapsed_s
+    lines = [
+        "",
+        f"### API processes side by side: {nodes:,} READY nodes, {pending:,} pending jobs",
+        "",
+        f"{clients} clients for {seconds:g} s each, the same mix, against a state preloaded with {nodes:,} READY "
+        f"8-GPU nodes (each running a long job) and {pending:,} pending jobs (purchases capped, so the queue "
+        "stays full). `api workers 0`: the API in the controller's process (the shape before this change, with "
+        "this change's short step transactions); N: the API in N `scalar api` processes sharing the socket, "
+        "the controller and the built-in market in the benchmark's process. Reads: `GET /jobs`, "
+        "`GET /jobs/{id}`, `GET /v2/{id}/status/{rid}`; submits: `POST /jobs`, `POST /v2/{id}/run`.",
+        "",
+        "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | invariants |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for workers, results, problems in runs:
+        reads = [v for r, vs in results.latencies.items() if r.startswith("GET") for v in vs]
+        writes = [v for r, vs in results.latencies.items() if r.startswith("POST") for v in vs]
+        rate = results.total / results.elapsed_s
+
+        def pair(values: list[float]) -> str:
+            if not values:
+                return "-"
+            return f"{statistics.median(values) * 1000:.0f} / {_pct(values, 0.99) * 1000:.0f}"
+
+        lines.append(
+            f"| {workers} | {results.total} | {rate:.0f} | {rate / base_rate:.2f}x | {len(results.errors)} | "
+            f"{pair(reads)} | {pair(writes)} | {'hold' if not problems else '; '.join(problems)} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--clients", type=int, default=40)
@@ -359,9 +517,43 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="first run the same load with routing's straightforward path (no shape-verdict memo), report both",
     )
+    parser.add_argument(
+        "--api-workers",
+        default=None,
+        help="comma-separated API process counts to run side by side (e.g. 0,2; 0: the API in the "
+        "controller's process), each on a preloaded state (--nodes, --pending)",
+    )
+    parser.add_argument("--nodes", type=int, default=1000, help="READY nodes preloaded (with --api-workers)")
+    parser.add_argument(
+        "--pending", type=int, default=20000, help="pending jobs preloaded (with --api-workers)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.requests, args.seconds = 8, 300, 20.0
+    if args.api_workers is not None:
+        counts = [int(c) for c in args.api_workers.split(",") if c.strip()]
+        runs = []
+        for workers in counts:
+            print(f"api workers {workers} ...", flush=True)
+            results, problems = run(
+                args.clients,
+                10**9,
+                args.seconds,
+                args.database_url,
+                api_workers=workers,
+                nodes=args.nodes,
+                pending=args.pending,
+            )
+            for error in results.errors[:5]:
+                print("error:", error)
+            runs.append((workers, results, problems))
+        text = split_section(runs, args.clients, args.seconds, args.nodes, args.pending)
+        print(text)
+        print(
+            f"Reproduce: `.venv/bin/python -m bench.load --api-workers {args.api_workers} --nodes {args.nodes} "
+            f"--pending {args.pending} --seconds {args.seconds:g}`"
+        )
+        return 1 if any(r.errors or p for _, r, p in runs) else 0
     before: tuple[Results, list[str]] | None = None
     if args.compare:
         before = run(args.clients, args.requests, args.seconds, args.database_url, routing_memo=False)

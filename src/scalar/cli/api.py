@@ -77,7 +77,9 @@ def serve(settings: Any, sock: socket.socket, *, parent_pid: int | None = None) 
     return 0
 
 
-def spawn_workers(count: int, sock: socket.socket, args: list[str]) -> list[subprocess.Popen[bytes]]:
+def spawn_workers(
+    count: int, sock: socket.socket, args: list[str], env: dict[str, str] | None = None
+) -> list[subprocess.Popen[bytes]]:
     """``count`` ``scalar api`` processes serving ``sock`` (inherited by file descriptor)."""
     fd = sock.fileno()
     os.set_inheritable(fd, True)
@@ -91,7 +93,7 @@ def spawn_workers(count: int, sock: socket.socket, args: list[str]) -> list[subp
         "--parent-pid",
         str(os.getpid()),
     ]
-    return [subprocess.Popen([*command, *args], pass_fds=(fd,)) for _ in range(count)]
+    return [subprocess.Popen([*command, *args], pass_fds=(fd,), env=env) for _ in range(count)]
 
 
 def wait_ready(url: str, workers: list[subprocess.Popen[bytes]], timeout_s: float = 60.0) -> str | None:
