@@ -372,8 +372,8 @@ PRICE_MOVE = 0.01  # a group's price moving by less than 1% since the last pass 
 
 @dataclass(frozen=True, slots=True)
 class AutoscaleGate:
-    """What the last full pass saw: the story's length after it (every job, node, slice and order move, every
-    action and note appends to the story), the groups' offers bucketed by ``PRICE_MOVE``, the pending count;
+    """What the last full pass saw, when it changed nothing itself: the story's length (every job, node,
+    slice and order move, every action and note appends to the story), the groups' offers bucketed by ``PRICE_MOVE``, the pending count;
     and when it must run again regardless (``due``: the FLEX batch wait of the oldest held job, a group's
     backoff expiry, ``REROUTE_EVERY_S``)."""
 
@@ -428,9 +428,13 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
     when nothing it reads changed since the last pass (``AutoscaleGate``): an idle tick costs a comparison."""
     if _unchanged(state, now):
         return
+    before = len(state.story)
     _autoscale(state, config, now)
+    if len(state.story) != before:  # it bought or noted something: its own output is the next pass's input
+        state.autoscale_gate = None
+        return
     state.autoscale_gate = AutoscaleGate(
-        len(state.story), len(state.pending_ids), _price_digest(state), _next_due(state, config, now)
+        before, len(state.pending_ids), _price_digest(state), _next_due(state, config, now)
     )
 
 
