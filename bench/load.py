@@ -22,8 +22,12 @@ import asyncio
 import os
 import platform
 import random
+import re
+import signal
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -102,36 +106,48 @@ class _Server:
         self.sock.close()
 
 
-class _Workers:
-    """``count`` ``scalar api`` processes sharing one loopback socket (as ``scalar up --api-workers``)."""
+class _Up:
+    """``scalar up --api-workers N`` as its own process (the controller and the built-in market in it, the API
+    in N worker processes, or in it too with N = 0), as a user runs it; the load client stays in this
+    process."""
 
-    def __init__(self, count: int, data_dir: str, config: Path | None, db_url: str) -> None:
-        self.count = count
-        self.env = {**os.environ, "SCALAR_DATABASE_URL": db_url}
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1024)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.args = ["--data-dir", data_dir, "--time-scale", "600", "--seed", "7"]
+    def __init__(self, workers: int, data_dir: str, config: Path | None, db_url: str, store: Store) -> None:
+        self.command = [
+            sys.executable, "-m", "scalar", "up", "--port", "0", "--data-dir", data_dir,
+            "--time-scale", "600", "--seed", "7", "--api-workers", str(workers),
+        ]  # fmt: skip
         if config is not None:
-            self.args += ["--config", str(config)]
-        self.procs: list[Any] = []
+            self.command += ["--config", str(config)]
+        self.env = {**os.environ, "SCALAR_DATABASE_URL": db_url}
+        self.log = Path(data_dir) / "up.log"
+        self.store = store
+        self.proc: Any = None
 
     def __enter__(self) -> str:
-        from scalar.cli.api import spawn_workers, wait_ready
-
-        self.procs = spawn_workers(self.count, self.sock, self.args, self.env)
-        problem = wait_ready(self.url, self.procs)
-        if problem is not None:
-            raise RuntimeError(problem)
-        return self.url
+        with self.store.read() as tx:
+            before = tx.last_seq()
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 600
+        url = None
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = re.search(r"API\s+(http://\S+)", self.log.read_text())
+            if found is not None:
+                url = found.group(1)
+                with self.store.read() as tx:  # and its controller has stepped (rebuilt, then led)
+                    if tx.last_seq() > before:
+                        return url
+            time.sleep(0.2)
+        raise RuntimeError(f"scalar up did not start: {self.log.read_text()[-2000:]}")
 
     def __exit__(self, *exc: object) -> None:
-        from scalar.cli.api import stop_workers
-
-        stop_workers(self.procs)
-        self.sock.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 async def _call(
@@ -333,12 +349,12 @@ def run(
     database_url: str | None = None,
     routing_memo: bool = True,
     *,
-    api_workers: int = 0,
+    api_workers: int | None = None,
     nodes: int = 0,
     pending: int = 0,
 ) -> tuple[Results, list[str]]:
-    """One run: the control plane in this process, its API in this process (``api_workers=0``) or in that
-    many ``scalar api`` processes; ``nodes``/``pending`` preload the state."""
+    """One run: the control plane and its API in this process (``api_workers=None``), or ``scalar up
+    --api-workers N`` as a process of its own; ``nodes``/``pending`` preload the state."""
     with tempfile.TemporaryDirectory(prefix="scalar-load-") as tmp:
         db_url = database_url or f"sqlite:///{tmp}/scalar.db"
         config: Path | None = None
@@ -360,14 +376,20 @@ def run(
         if nodes or pending:
             preload(settings, nodes, pending)
         plane = ControlPlane(settings)
-        plane.start()
+        if api_workers is None:
+            plane.start()
+        else:
+            plane.open()  # tokens and the checks only: `scalar up` runs the control plane
         try:
             tokens = [
                 plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}")["token"]
                 for i in range(clients)
             ]
+            assert plane.store is not None
             server: Any = (
-                _Server(create_app(plane)) if api_workers == 0 else _Workers(api_workers, tmp, config, db_url)
+                _Server(create_app(plane))
+                if api_workers is None
+                else _Up(api_workers, tmp, config, db_url, plane.store)
             )
             with server as url:
                 of_tenant: dict[str, str] = {}  # one endpoint per tenant, created with its own token
@@ -380,12 +402,12 @@ def run(
                             of_tenant[TENANTS[i]] = str(created.json()["id"])
                 endpoints = [of_tenant.get(TENANTS[i % len(TENANTS)]) for i in range(len(tokens))]
                 results = asyncio.run(_load(url, tokens, endpoints, requests, seconds))
-            deadline = time.monotonic() + 10  # let the leader consume the inbox
-            while time.monotonic() < deadline:
-                with plane.store.read() as tx:  # type: ignore[union-attr]
-                    if not tx.unconsumed_inbox(1):
-                        break
-                time.sleep(0.2)
+                deadline = time.monotonic() + 30  # let the leader consume the inbox
+                while time.monotonic() < deadline:
+                    with plane.store.read() as tx:
+                        if not tx.unconsumed_inbox(1):
+                            break
+                    time.sleep(0.2)
         finally:
             plane.stop()
         return results, check_invariants(plane, db_url, results)
@@ -479,9 +501,10 @@ def split_section(
         "",
         f"{clients} clients for {seconds:g} s each, the same mix, against a state preloaded with {nodes:,} READY "
         f"8-GPU nodes (each running a long job) and {pending:,} pending jobs (purchases capped, so the queue "
-        "stays full). `api workers 0`: the API in the controller's process (the shape before this change, with "
-        "this change's short step transactions); N: the API in N `scalar api` processes sharing the socket, "
-        "the controller and the built-in market in the benchmark's process. Reads: `GET /jobs`, "
+        "stays full). Each row is `scalar up --api-workers N` as a process of its own (the load client alone in "
+        "the benchmark's process): `0` is the API in the controller's process (the shape before this change, "
+        "with this change's short step transactions and idle-tick gate); N: the API in N `scalar api` "
+        "processes sharing the socket, the controller and the built-in market in the `scalar up` process. Reads: `GET /jobs`, "
         "`GET /jobs/{id}`, `GET /v2/{id}/status/{rid}`; submits: `POST /jobs`, `POST /v2/{id}/run`.",
         "",
         "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | invariants |",

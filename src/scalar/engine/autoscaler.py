@@ -423,10 +423,24 @@ def _unchanged(state: ClusterState, now: datetime) -> bool:
     )
 
 
+def _refresh_flex_wait(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+    """A skipped pass still tells held FLEX jobs how long they have waited (their reason names it)."""
+    for i, unmet in enumerate(state.unmet):
+        if unmet.code != FLEX_WAITING:
+            continue
+        flex = [state.jobs[j] for j in unmet.job_ids]
+        verdict = _flex_released(config, flex, now)
+        for rec in flex:
+            held(verdict).apply_to(rec)
+        state.unmet = (*state.unmet[:i], replace(unmet, message=verdict.message), *state.unmet[i + 1 :])
+        return
+
+
 def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
     """Route unplaced demand and buy what routing launches; every purchase emits a ``BuyCapacity``. Skipped
     when nothing it reads changed since the last pass (``AutoscaleGate``): an idle tick costs a comparison."""
     if _unchanged(state, now):
+        _refresh_flex_wait(state, config, now)
         return
     before = len(state.story)
     _autoscale(state, config, now)
