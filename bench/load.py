@@ -111,14 +111,26 @@ class _Up:
     in N worker processes, or in it too with N = 0), as a user runs it; the load client stays in this
     process."""
 
-    def __init__(self, workers: int, data_dir: str, config: Path | None, db_url: str, store: Store) -> None:
+    def __init__(
+        self,
+        workers: int | None,
+        data_dir: str,
+        config: Path | None,
+        db_url: str,
+        store: Store,
+        src: str | None,
+    ) -> None:
         self.command = [
             sys.executable, "-m", "scalar", "up", "--port", "0", "--data-dir", data_dir,
-            "--time-scale", "600", "--seed", "7", "--api-workers", str(workers),
+            "--time-scale", "600", "--seed", "7",
         ]  # fmt: skip
+        if workers is not None:  # None: a checkout from before --api-workers (``src``)
+            self.command += ["--api-workers", str(workers)]
         if config is not None:
             self.command += ["--config", str(config)]
         self.env = {**os.environ, "SCALAR_DATABASE_URL": db_url}
+        if src is not None:
+            self.env["PYTHONPATH"] = src
         self.log = Path(data_dir) / "up.log"
         self.store = store
         self.proc: Any = None
@@ -350,6 +362,7 @@ def run(
     routing_memo: bool = True,
     *,
     api_workers: int | None = None,
+    baseline_src: str | None = None,
     nodes: int = 0,
     pending: int = 0,
 ) -> tuple[Results, list[str]]:
@@ -376,7 +389,8 @@ def run(
         if nodes or pending:
             preload(settings, nodes, pending)
         plane = ControlPlane(settings)
-        if api_workers is None:
+        in_process = api_workers is None and baseline_src is None
+        if in_process:
             plane.start()
         else:
             plane.open()  # tokens and the checks only: `scalar up` runs the control plane
@@ -388,8 +402,8 @@ def run(
             assert plane.store is not None
             server: Any = (
                 _Server(create_app(plane))
-                if api_workers is None
-                else _Up(api_workers, tmp, config, db_url, plane.store)
+                if in_process
+                else _Up(api_workers, tmp, config, db_url, plane.store, baseline_src)
             )
             with server as url:
                 of_tenant: dict[str, str] = {}  # one endpoint per tenant, created with its own token
@@ -490,7 +504,7 @@ def write_section(text: str, path: Path) -> None:
 
 
 def split_section(
-    runs: list[tuple[int, Results, list[str]]], clients: int, seconds: float, nodes: int, pending: int
+    runs: list[tuple[str, Results, list[str]]], clients: int, seconds: float, nodes: int, pending: int
 ) -> str:
     """The side-by-side report of one ``--api-workers 0,N`` run."""
     base = runs[0][1]
@@ -505,7 +519,9 @@ def split_section(
         "the benchmark's process): `0` is the API in the controller's process (the shape before this change, "
         "with this change's short step transactions and idle-tick gate); N: the API in N `scalar api` "
         "processes sharing the socket, the controller and the built-in market in the `scalar up` process. Reads: `GET /jobs`, "
-        "`GET /jobs/{id}`, `GET /v2/{id}/status/{rid}`; submits: `POST /jobs`, `POST /v2/{id}/run`.",
+        "`GET /jobs/{id}`, `GET /v2/{id}/status/{rid}`; submits: `POST /jobs`, `POST /v2/{id}/run`. `before`: "
+        "`scalar up` from the checkout before this change (`--baseline-src`), one process. Ratios are to the "
+        "first row.",
         "",
         "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | invariants |",
         "|---:|---:|---:|---:|---:|---|---|---|",
@@ -546,6 +562,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated API process counts to run side by side (e.g. 0,2; 0: the API in the "
         "controller's process), each on a preloaded state (--nodes, --pending)",
     )
+    parser.add_argument(
+        "--baseline-src",
+        default=None,
+        help="also run `scalar up` from this source tree (a checkout from before --api-workers), first",
+    )
     parser.add_argument("--nodes", type=int, default=1000, help="READY nodes preloaded (with --api-workers)")
     parser.add_argument(
         "--pending", type=int, default=20000, help="pending jobs preloaded (with --api-workers)"
@@ -554,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.clients, args.requests, args.seconds = 8, 300, 20.0
     if args.api_workers is not None:
-        counts = [int(c) for c in args.api_workers.split(",") if c.strip()]
+        counts: list[int | None] = [int(c) for c in args.api_workers.split(",") if c.strip()]
+        if args.baseline_src:
+            counts.insert(0, None)
         runs = []
         for workers in counts:
             print(f"api workers {workers} ...", flush=True)
@@ -564,17 +587,19 @@ def main(argv: list[str] | None = None) -> int:
                 args.seconds,
                 args.database_url,
                 api_workers=workers,
+                baseline_src=args.baseline_src if workers is None else None,
                 nodes=args.nodes,
                 pending=args.pending,
             )
             for error in results.errors[:5]:
                 print("error:", error)
-            runs.append((workers, results, problems))
+            runs.append(("before" if workers is None else str(workers), results, problems))
         text = split_section(runs, args.clients, args.seconds, args.nodes, args.pending)
         print(text)
         print(
             f"Reproduce: `.venv/bin/python -m bench.load --api-workers {args.api_workers} --nodes {args.nodes} "
-            f"--pending {args.pending} --seconds {args.seconds:g}`"
+            f"--pending {args.pending} --seconds {args.seconds:g}"
+            + (f" --baseline-src {args.baseline_src}`" if args.baseline_src else "`")
         )
         return 1 if any(r.errors or p for _, r, p in runs) else 0
     before: tuple[Results, list[str]] | None = None
