@@ -40,7 +40,7 @@ import httpx
 import uvicorn
 from sqlalchemy import func, select
 
-from bench.report import replace_section
+from bench.report import machine, replace_section
 from scalar.api.app import create_app
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
@@ -49,6 +49,7 @@ from scalar.store import Store, make_engine
 
 REPO = Path(__file__).resolve().parent.parent
 START, END = "<!-- load:start -->", "<!-- load:end -->"
+SPLIT_START, SPLIT_END = "<!-- load-split:start -->", "<!-- load-split:end -->"
 TENANTS = ("ml", "web", "research", "ops")
 ENDPOINT_SPEC = {
     "name": "load",
@@ -510,8 +511,8 @@ def split_section(
     base = runs[0][1]
     base_rate = base.total / base.elapsed_s
     lines = [
-        "",
-        f"### API processes side by side: {nodes:,} READY nodes, {pending:,} pending jobs",
+        SPLIT_START,
+        f"## Load: API processes side by side ({nodes:,} READY nodes, {pending:,} pending jobs)",
         "",
         f"{clients} clients for {seconds:g} s each, the same mix, against a state preloaded with {nodes:,} READY "
         f"8-GPU nodes (each running a long job) and {pending:,} pending jobs (purchases capped, so the queue "
@@ -595,12 +596,16 @@ def main(argv: list[str] | None = None) -> int:
                 print("error:", error)
             runs.append(("before" if workers is None else str(workers), results, problems))
         text = split_section(runs, args.clients, args.seconds, args.nodes, args.pending)
-        print(text)
-        print(
-            f"Reproduce: `.venv/bin/python -m bench.load --api-workers {args.api_workers} --nodes {args.nodes} "
+        text += (
+            f"\n\nReproduce: `.venv/bin/python -m bench.load --api-workers {args.api_workers} --nodes {args.nodes} "
             f"--pending {args.pending} --seconds {args.seconds:g}"
             + (f" --baseline-src {args.baseline_src}`" if args.baseline_src else "`")
+            + f" (machine: {machine()}; load average {runs[0][1].load_average:.1f} when it started).\n"
+            + SPLIT_END
         )
+        print(text)
+        if not args.quick:
+            replace_section(args.output, text, SPLIT_START, SPLIT_END)
         return 1 if any(r.errors or p for _, r, p in runs) else 0
     before: tuple[Results, list[str]] | None = None
     if args.compare:
