@@ -485,13 +485,12 @@ def section(
         lines += _comparison(results, before)
     lines += [
         "",
-        "What bounds it: each leader step runs inside its write transaction (docs/decisions/storage.md), so a "
-        "submission waits for the step in progress, and reads share the interpreter with the step; with "
-        "hundreds of jobs pending, a step spends most of its time routing them (`route_demand`). Routing now "
-        "checks each group's structural fit once per demand shape instead of once per job "
-        "(`routing._ShapeVerdicts`; identical decisions, tests/engine/test_autoscaler_speed_equivalence.py); "
-        "the packing of each entry into planned slices and the per-entry reasons remain per job, and the step "
-        "still holds the write lock while it computes.",
+        "What bounds it: the API shares the interpreter with the controller in this run (one process); each "
+        "step is computed outside its write transaction and stored in a short one (docs/decisions/storage.md), "
+        "so a submission waits for that short write, not for the computing; with hundreds of jobs pending, a "
+        "step that has new work spends most of its time routing them (`route_demand`, which checks each "
+        "group's structural fit once per demand shape: `routing._ShapeVerdicts`), and an idle one skips the "
+        "pass (`AutoscaleGate`). The next section runs the API in processes of its own.",
         "",
         f"Reproduce: `.venv/bin/python -m bench.load{' --compare' if before is not None else ''}"
         f"{f' --seconds {seconds:g}' if seconds != 60 else ''}` (`--quick` for a small run, nothing written).",
