@@ -39,8 +39,8 @@ from scalar.runtime.feed import NodeFeed, PriceCollector, Source
 from scalar.runtime.projector import ProjectionPlan, Projector
 from scalar.runtime.settings import Settings
 from scalar.runtime.step_metrics import StepLatency
-from scalar.store import Action as StoredAction
 from scalar.store import (
+    IN_FLIGHT,
     ActionNotClaimedError,
     BatchAppend,
     Fence,
@@ -51,6 +51,7 @@ from scalar.store import (
     Store,
     Tx,
 )
+from scalar.store import Action as StoredAction
 from scalar.store.jsoncodec import canonical
 
 log = logging.getLogger(__name__)
@@ -409,7 +410,7 @@ class Leader:
 
             with self.store.read() as rtx:  # still ours? (else stepping with its result would be undone)
                 current = rtx.get_action(action.action_id)
-            if current is None or current.attempts != action.attempts or current.status != "in_flight":
+            if current is None or current.attempts != action.attempts or current.status != IN_FLIGHT:
                 log.info("result of %s dropped: claimed again since", action.action_id)
                 return
             with self.lock:
