@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scalar.domain.offers import Offer
-from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
+from scalar.engine import Action, BuyCapacity, Controller, MarketObserved, ReleaseBlock, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
 from scalar.providers.base import Provider
@@ -67,6 +67,24 @@ def inbox_event(item_id: int, payload: Mapping[str, Any], now: datetime) -> NewE
     """An inbox row as the event it becomes (stimulus ``inbox:<id>``: consumed once, stored once)."""
     stimulus = f"inbox:{item_id}"
     return NewEvent(stimulus, str(payload["type"]), dict(payload, stimulus_id=stimulus), now)
+
+
+PUBLISHED_OFFERS = "controller:offers"  # runtime_state key: the leader's offers after its last market step
+
+
+def encode_offers(offers: tuple[Offer, ...], at: datetime) -> dict[str, Any]:
+    return event_to_dict(MarketObserved("published-offers", offers, at))
+
+
+def decode_offers(value: Mapping[str, Any] | None) -> tuple[Offer, ...]:
+    """The offers ``encode_offers`` stored; ``()`` for nothing (or anything unreadable)."""
+    if not value:
+        return ()
+    try:
+        event = event_from_dict(value)
+    except Exception:  # written by another version: collect our own instead
+        return ()
+    return event.offers if isinstance(event, MarketObserved) else ()
 
 
 def subject_of(action: StoredAction) -> str:
@@ -315,6 +333,9 @@ class Leader:
                 if consumed:  # compare-and-set: a row consumed meanwhile rolls the step back
                     tx.mark_inbox_consumed(consumed, at=now, batch_id=appended.batch_id)
                 self.feed.persist(tx, feed, now)
+                if market is not None:  # what API replicas validate submissions on
+                    offers = controller.offers()
+                    tx.put_state(PUBLISHED_OFFERS, encode_offers(offers, now), at=now)
 
             started = time.monotonic()
             actions = self.commit(now, batch, after=after, market_changed=market is not None)

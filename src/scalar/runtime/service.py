@@ -50,7 +50,7 @@ from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
 from scalar.runtime.k8s_backend import KubernetesAgents, with_kubernetes_agents
 from scalar.runtime.k8s_pods import KubernetesConfigError
-from scalar.runtime.leader import Leader
+from scalar.runtime.leader import PUBLISHED_OFFERS, Leader, decode_offers
 from scalar.runtime.live_sellers import (
     Sellers,
     builtin_only,
@@ -77,6 +77,11 @@ from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.orderbook import build_orderbook_response
 
 log = logging.getLogger(__name__)
+
+
+PUBLISHED_OFFERS_FRESH_S = (
+    1.0  # how long an API replica reuses the leader's stored offers before reading again
+)
 
 
 def utc_now() -> datetime:
@@ -400,10 +405,20 @@ class ControlPlane:
     # ---- jobs ----------------------------------------------------------------------------------------
 
     def _validation_offers(self, now: datetime) -> tuple[Offer, ...]:
-        """The offers a submission is judged on: the leader's, else a recent collection of our own."""
+        """The offers a submission is judged on: the leader's (in its process, published after each step; in
+        an API replica, stored with its last market step), else a recent collection of our own."""
         _, leader = self._opened()
         offers = leader.published_offers  # swapped in after each step: read without waiting for one
         if offers:
+            return offers
+        cached = self._offers_cache
+        if cached is not None and time.monotonic() - cached[0] < PUBLISHED_OFFERS_FRESH_S:
+            return cached[1]
+        store, _ = self._opened()  # an API replica: the offers the leader stored with its last market step
+        with store.read() as tx:
+            offers = decode_offers(tx.get_state(PUBLISHED_OFFERS))
+        if offers:
+            self._offers_cache = (time.monotonic(), offers)
             return offers
         cached = self._offers_cache
         if cached is not None and time.monotonic() - cached[0] < self.settings.price_interval_s:
