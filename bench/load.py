@@ -22,8 +22,12 @@ import asyncio
 import os
 import platform
 import random
+import re
+import signal
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -36,7 +40,7 @@ import httpx
 import uvicorn
 from sqlalchemy import func, select
 
-from bench.report import replace_section
+from bench.report import machine, replace_section
 from scalar.api.app import create_app
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
@@ -45,6 +49,7 @@ from scalar.store import Store, make_engine
 
 REPO = Path(__file__).resolve().parent.parent
 START, END = "<!-- load:start -->", "<!-- load:end -->"
+SPLIT_START, SPLIT_END = "<!-- load-split:start -->", "<!-- load-split:end -->"
 TENANTS = ("ml", "web", "research", "ops")
 ENDPOINT_SPEC = {
     "name": "load",
@@ -100,6 +105,62 @@ class _Server:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+
+
+class _Up:
+    """``scalar up --api-workers N`` as its own process (the controller and the built-in market in it, the API
+    in N worker processes, or in it too with N = 0), as a user runs it; the load client stays in this
+    process."""
+
+    def __init__(
+        self,
+        workers: int | None,
+        data_dir: str,
+        config: Path | None,
+        db_url: str,
+        store: Store,
+        src: str | None,
+    ) -> None:
+        self.command = [
+            sys.executable, "-m", "scalar", "up", "--port", "0", "--data-dir", data_dir,
+            "--time-scale", "600", "--seed", "7",
+        ]  # fmt: skip
+        if workers is not None:  # None: a checkout from before --api-workers (``src``)
+            self.command += ["--api-workers", str(workers)]
+        if config is not None:
+            self.command += ["--config", str(config)]
+        self.env = {**os.environ, "SCALAR_DATABASE_URL": db_url}
+        if src is not None:
+            self.env["PYTHONPATH"] = src
+        self.log = Path(data_dir) / "up.log"
+        self.store = store
+        self.proc: Any = None
+
+    def __enter__(self) -> str:
+        with self.store.read() as tx:
+            before = tx.last_seq()
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(self.command, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 600
+        url = None
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            found = re.search(r"API\s+(http://\S+)", self.log.read_text())
+            if found is not None:
+                url = found.group(1)
+                with self.store.read() as tx:  # and its controller has stepped (rebuilt, then led)
+                    if tx.last_seq() > before:
+                        return url
+            time.sleep(0.2)
+        raise RuntimeError(f"scalar up did not start: {self.log.read_text()[-2000:]}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
 async def _call(
@@ -224,13 +285,98 @@ def check_invariants(plane: ControlPlane, db_url: str, results: Results) -> list
     return problems
 
 
+# The state a fleet-scale run starts from (``--nodes``/``--pending``): one block of READY 8-GPU nodes, each
+# filled by a long job, and a queue of pending jobs; purchases are capped (``PRELOAD_CONFIG``), so the queue
+# stays full for the whole run, as it would at a fleet's busy hour.
+PRELOAD_CONFIG = """
+[market]
+seed = 7
+time_scale = 600
+[loops]
+tick_s = 0.2
+[[controller.scale_groups]]
+name = "load"
+max_slices = 2
+"""
+
+
+def preload(settings: Any, nodes: int, pending: int) -> None:
+    """Write ``nodes`` READY nodes (each running one 8-GPU job) and ``pending`` waiting jobs into the log and
+    the projections, as steps of a controller would have (the control plane then rebuilds by replay)."""
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
+    from scalar.domain.offers import Offer
+    from scalar.domain.tier import Tier
+    from scalar.engine import JobSpec, JobStarted, JobSubmitted, MarketObserved, NodeReported, OrderUpdated
+    from scalar.engine import StartWork as Start
+    from scalar.runtime.leader import new_event
+    from scalar.runtime.projector import Projector
+
+    t = datetime.now(UTC) - timedelta(minutes=5)
+    controller = Controller(settings.controller)
+    projector = Projector()
+    store = Store.open(settings.database_url)
+    offer = Offer("sfcompute", "8xH100", "us", Decimal("16"), "H100", 8, 80, 96, 1024)
+    ids = tuple(f"pre{i:05d}" for i in range(nodes))
+    request = CapacityRequest("sfcompute", "8xH100", nodes, 30 * 86400, None, Tier.FAST, "H100", 8)
+    grant = BlockGrant(
+        "blk-pre", "sfcompute", "8xH100", "H100", 8, 80, 96, 1024, t, t + timedelta(days=30), Decimal(2), ids
+    )
+    order = Order("pre", "preloaded", OrderState.FILLED, request, grant)
+    rng = random.Random(3)
+    long_jobs = [JobSpec(f"job-pre-run-{i:05d}", "FAST", 8, 40, 4, 32, 30 * 86400.0, 5) for i in range(nodes)]
+    waiting = [
+        JobSpec(f"job-pre-wait-{i:06d}", "FAST", rng.choice((1, 1, 2, 4, 8)), 40, 4, 32, 3600.0, 0)
+        for i in range(pending)
+    ]
+    steps: list[list[Any]] = [
+        [MarketObserved("pre-market", (offer,), t, {}, ("sfcompute",))],
+        [OrderUpdated("pre-fill", "preloaded", order)],
+        [NodeReported(f"pre-ready-{n}", NodeEvent(n, "blk-pre", t, NodeState.READY)) for n in ids],
+        [JobSubmitted(f"pre-run-{s.job_id}", s) for s in long_jobs],
+    ]
+    started: list[Any] = []
+    try:
+        for k, events in enumerate([*steps, None, [JobSubmitted(f"pre-{s.job_id}", s) for s in waiting]]):
+            at = t + timedelta(seconds=k)
+            if events is None:  # every long job confirms its start
+                events = [JobStarted(f"pre-start-{a.job_id}", a.job_id, a.node_ids[0]) for a in started]
+            with store.write() as tx:
+                appended = tx.append_batch(at, [new_event(e, at) for e in events])
+                story_from = len(controller.state.story)
+                actions = controller.step(at, [event_from_dict(e.payload) for e in appended.new_events])
+                started += [a for a in actions if isinstance(a, Start)]
+                plan = projector.plan(controller, at, story_from=story_from)
+                plan.apply(tx, appended.batch_id)
+            plan.committed()
+    finally:
+        store.close()
+
+
 def run(
-    clients: int, requests: int, seconds: float, database_url: str | None = None, routing_memo: bool = True
+    clients: int,
+    requests: int,
+    seconds: float,
+    database_url: str | None = None,
+    routing_memo: bool = True,
+    *,
+    api_workers: int | None = None,
+    baseline_src: str | None = None,
+    nodes: int = 0,
+    pending: int = 0,
 ) -> tuple[Results, list[str]]:
+    """One run: the control plane and its API in this process (``api_workers=None``), or ``scalar up
+    --api-workers N`` as a process of its own; ``nodes``/``pending`` preload the state."""
     with tempfile.TemporaryDirectory(prefix="scalar-load-") as tmp:
         db_url = database_url or f"sqlite:///{tmp}/scalar.db"
+        config: Path | None = None
+        if nodes or pending:
+            config = Path(tmp) / "scalar.toml"
+            config.write_text(PRELOAD_CONFIG)
         settings = load_settings(
-            None,
+            config,
             {
                 "data_dir": Path(tmp),
                 "database_url": db_url,
@@ -241,14 +387,26 @@ def run(
             {},
         )
         settings = replace(settings, controller=replace(settings.controller, routing_memo=routing_memo))
+        if nodes or pending:
+            preload(settings, nodes, pending)
         plane = ControlPlane(settings)
-        plane.start()
+        in_process = api_workers is None and baseline_src is None
+        if in_process:
+            plane.start()
+        else:
+            plane.open()  # tokens and the checks only: `scalar up` runs the control plane
         try:
             tokens = [
                 plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}")["token"]
                 for i in range(clients)
             ]
-            with _Server(create_app(plane)) as url:
+            assert plane.store is not None
+            server: Any = (
+                _Server(create_app(plane))
+                if in_process
+                else _Up(api_workers, tmp, config, db_url, plane.store, baseline_src)
+            )
+            with server as url:
                 of_tenant: dict[str, str] = {}  # one endpoint per tenant, created with its own token
                 for i, token in enumerate(tokens[: len(TENANTS)]):
                     with httpx.Client(
@@ -259,12 +417,12 @@ def run(
                             of_tenant[TENANTS[i]] = str(created.json()["id"])
                 endpoints = [of_tenant.get(TENANTS[i % len(TENANTS)]) for i in range(len(tokens))]
                 results = asyncio.run(_load(url, tokens, endpoints, requests, seconds))
-            deadline = time.monotonic() + 10  # let the leader consume the inbox
-            while time.monotonic() < deadline:
-                with plane.store.read() as tx:  # type: ignore[union-attr]
-                    if not tx.unconsumed_inbox(1):
-                        break
-                time.sleep(0.2)
+                deadline = time.monotonic() + 30  # let the leader consume the inbox
+                while time.monotonic() < deadline:
+                    with plane.store.read() as tx:
+                        if not tx.unconsumed_inbox(1):
+                            break
+                    time.sleep(0.2)
         finally:
             plane.stop()
         return results, check_invariants(plane, db_url, results)
@@ -327,13 +485,12 @@ def section(
         lines += _comparison(results, before)
     lines += [
         "",
-        "What bounds it: each leader step runs inside its write transaction (docs/decisions/storage.md), so a "
-        "submission waits for the step in progress, and reads share the interpreter with the step; with "
-        "hundreds of jobs pending, a step spends most of its time routing them (`route_demand`). Routing now "
-        "checks each group's structural fit once per demand shape instead of once per job "
-        "(`routing._ShapeVerdicts`; identical decisions, tests/engine/test_autoscaler_speed_equivalence.py); "
-        "the packing of each entry into planned slices and the per-entry reasons remain per job, and the step "
-        "still holds the write lock while it computes.",
+        "What bounds it: the API shares the interpreter with the controller in this run (one process); each "
+        "step is computed outside its write transaction and stored in a short one (docs/decisions/storage.md), "
+        "so a submission waits for that short write, not for the computing; with hundreds of jobs pending, a "
+        "step that has new work spends most of its time routing them (`route_demand`, which checks each "
+        "group's structural fit once per demand shape: `routing._ShapeVerdicts`), and an idle one skips the "
+        "pass (`AutoscaleGate`). The next section runs the API in processes of its own.",
         "",
         f"Reproduce: `.venv/bin/python -m bench.load{' --compare' if before is not None else ''}"
         f"{f' --seconds {seconds:g}' if seconds != 60 else ''}` (`--quick` for a small run, nothing written).",
@@ -344,6 +501,46 @@ def section(
 
 def write_section(text: str, path: Path) -> None:
     replace_section(path, text, START, END)
+
+
+def split_section(
+    runs: list[tuple[str, Results, list[str]]], clients: int, seconds: float, nodes: int, pending: int
+) -> str:
+    """The side-by-side report of one ``--api-workers 0,N`` run."""
+    base = runs[0][1]
+    base_rate = base.total / base.elapsed_s
+    lines = [
+        SPLIT_START,
+        f"## Load: API processes side by side ({nodes:,} READY nodes, {pending:,} pending jobs)",
+        "",
+        f"{clients} clients for {seconds:g} s each, the same mix, against a state preloaded with {nodes:,} READY "
+        f"8-GPU nodes (each running a long job) and {pending:,} pending jobs (purchases capped, so the queue "
+        "stays full). Each row is `scalar up --api-workers N` as a process of its own (the load client alone in "
+        "the benchmark's process): `0` is the API in the controller's process (the shape before this change, "
+        "with this change's short step transactions and idle-tick gate); N: the API in N `scalar api` "
+        "processes sharing the socket, the controller and the built-in market in the `scalar up` process. Reads: `GET /jobs`, "
+        "`GET /jobs/{id}`, `GET /v2/{id}/status/{rid}`; submits: `POST /jobs`, `POST /v2/{id}/run`. `before`: "
+        "`scalar up` from the checkout before this change (`--baseline-src`), one process. Ratios are to the "
+        "first row.",
+        "",
+        "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | invariants |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for workers, results, problems in runs:
+        reads = [v for r, vs in results.latencies.items() if r.startswith("GET") for v in vs]
+        writes = [v for r, vs in results.latencies.items() if r.startswith("POST") for v in vs]
+        rate = results.total / results.elapsed_s
+
+        def pair(values: list[float]) -> str:
+            if not values:
+                return "-"
+            return f"{statistics.median(values) * 1000:.0f} / {_pct(values, 0.99) * 1000:.0f}"
+
+        lines.append(
+            f"| {workers} | {results.total} | {rate:.0f} | {rate / base_rate:.2f}x | {len(results.errors)} | "
+            f"{pair(reads)} | {pair(writes)} | {'hold' if not problems else '; '.join(problems)} |"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,9 +556,56 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="first run the same load with routing's straightforward path (no shape-verdict memo), report both",
     )
+    parser.add_argument(
+        "--api-workers",
+        default=None,
+        help="comma-separated API process counts to run side by side (e.g. 0,2; 0: the API in the "
+        "controller's process), each on a preloaded state (--nodes, --pending)",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        default=None,
+        help="also run `scalar up` from this source tree (a checkout from before --api-workers), first",
+    )
+    parser.add_argument("--nodes", type=int, default=1000, help="READY nodes preloaded (with --api-workers)")
+    parser.add_argument(
+        "--pending", type=int, default=20000, help="pending jobs preloaded (with --api-workers)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.clients, args.requests, args.seconds = 8, 300, 20.0
+    if args.api_workers is not None:
+        counts: list[int | None] = [int(c) for c in args.api_workers.split(",") if c.strip()]
+        if args.baseline_src:
+            counts.insert(0, None)
+        runs = []
+        for workers in counts:
+            print(f"api workers {workers} ...", flush=True)
+            results, problems = run(
+                args.clients,
+                10**9,
+                args.seconds,
+                args.database_url,
+                api_workers=workers,
+                baseline_src=args.baseline_src if workers is None else None,
+                nodes=args.nodes,
+                pending=args.pending,
+            )
+            for error in results.errors[:5]:
+                print("error:", error)
+            runs.append(("before" if workers is None else str(workers), results, problems))
+        text = split_section(runs, args.clients, args.seconds, args.nodes, args.pending)
+        text += (
+            f"\n\nReproduce: `.venv/bin/python -m bench.load --api-workers {args.api_workers} --nodes {args.nodes} "
+            f"--pending {args.pending} --seconds {args.seconds:g}"
+            + (f" --baseline-src {args.baseline_src}`" if args.baseline_src else "`")
+            + f" (machine: {machine()}; load average {runs[0][1].load_average:.1f} when it started).\n"
+            + SPLIT_END
+        )
+        print(text)
+        if not args.quick:
+            replace_section(args.output, text, SPLIT_START, SPLIT_END)
+        return 1 if any(r.errors or p for _, r, p in runs) else 0
     before: tuple[Results, list[str]] | None = None
     if args.compare:
         before = run(args.clients, args.requests, args.seconds, args.database_url, routing_memo=False)

@@ -9,6 +9,7 @@ from bench import control_plane, protocol_a, protocol_b, speed
 from bench import dashboard as dashboard_bench
 from bench import endpoints as endpoints_bench
 from bench import load as load_bench
+from scalar.cli.api import default_api_workers
 
 
 def main() -> int:
@@ -20,6 +21,10 @@ def main() -> int:
         ("serverless endpoints (bursty trace, scalers)", lambda: endpoints_bench.main([])),
         ("load (many HTTP clients, errors, latency)", lambda: load_bench.main([])),
         ("dashboard and lists (20,000 jobs, 1,000 nodes)", lambda: dashboard_bench.main([])),
+        (
+            "load: API processes side by side (1,000 nodes, 20,000 pending jobs)",
+            lambda: load_bench.main(["--api-workers", f"0,{default_api_workers()}"]),
+        ),
     )
     failed = 0
     for title, run in steps:

@@ -194,6 +194,7 @@ def test_a_port_in_use_is_refused_with_a_hint_and_exit_1(run_cli: Any, tmp_path:
         (("--config", "no-such.toml"), "--config: no-such.toml: file not found"),
         (("--time-scale", "0"), "--time-scale: must be a number > 0"),
         (("--port", "70000"), "--port: must be from 0 to 65535"),
+        (("--api-workers", "-1"), "--api-workers: must be from 0 to 64"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(
@@ -245,3 +246,51 @@ def test_the_demo_mix_is_seeded_short_interactive_fast_and_long_flex_training_in
     # bursts: a long gap opens each burst, the jobs inside it come within a second of each other
     waits = [w for w, _ in itertools.islice(demo_bursts(random.Random(5), 60.0), 200)]
     assert sum(1 for w in waits if w >= 6) >= 20 and sum(1 for w in waits if w <= 1) >= 60
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{pid}\n" in text:
+            found.add(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_api_workers_serve_beside_the_controller_and_never_outlive_it(
+    started: list[Up], tmp_path: Path
+) -> None:
+    up = start(
+        started, "--port", "0", "--data-dir", tmp_path / "state", "--time-scale", "600", "--api-workers", "2"
+    )
+    url = up.url()
+    assert "API in 2 worker processes" in up.stdout
+    workers = _children(up.proc.pid)
+    assert len(workers) == 2, workers
+    submitted = httpx.post(f"{url}/jobs", json=JOB, timeout=30)
+    assert submitted.status_code == 201, submitted.text
+    assert [j["id"] for j in jobs_of(url)] == [submitted.json()["id"]]
+    up.proc.kill()  # kill -9: no chance to stop them; they notice their parent is gone
+    up.proc.wait(10)
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers)
+
+
+def test_scalar_api_refuses_bad_flags_naming_them(run_cli: Any, tmp_path: Path) -> None:
+    result = run_cli("api", "--data-dir", tmp_path, "--workers", "0")
+    assert result.returncode == 2
+    assert "--workers: must be from 1 to 64" in result.stderr
+    assert "Traceback" not in result.stderr

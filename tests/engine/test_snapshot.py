@@ -37,6 +37,10 @@ def test_a_restored_controller_decides_as_the_original(job) -> None:
     c, _ = _scene(restartable=True)
     copy = _copy(c)
     assert snapshot(copy.state) == snapshot(c.state)
+    # the packer's online prior and the contract sizing's forecast travel with it (both decide)
+    assert copy.state.shapes.arrived == c.state.shapes.arrived > 0
+    assert copy.state.shapes.prior.weights == c.state.shapes.prior.weights
+    assert list(copy.state.arrived_jobs) == list(c.state.arrived_jobs)
     events = submit(job)
     assert copy.step(at(800), events) == c.step(at(800), events)
     assert copy.step(at(2000), [tick()]) == c.step(at(2000), [tick()])

@@ -12,6 +12,7 @@ import pytest
 
 from scalar.engine import JobState
 from scalar.runtime import ControlPlane, JobRejectedError
+from scalar.runtime.leader import PUBLISHED_OFFERS, decode_offers, encode_offers
 from tests.runtime.helpers import TERMINAL, Clock, audit, drive, job, settings_for
 
 
@@ -141,3 +142,32 @@ def test_orderbook_and_health(plane: ControlPlane) -> None:
         plane.orderbook("9xNOPE", 1)
     health = plane.health()
     assert health["status"] == "ok" and health["role"] == "follower" and health["last_step_at"] is None
+
+
+def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(
+    plane: ControlPlane, clock: Clock, db_url: str, tmp_path: Path
+) -> None:
+    plane.run_once()  # leads; its first step observes the market and stores the offers it now holds
+    leader = plane._leader
+    assert leader is not None and leader.controller is not None
+    held = leader.controller.offers()
+    assert held
+    assert plane.store is not None
+    with plane.store.read() as tx:
+        assert decode_offers(tx.get_state(PUBLISHED_OFFERS)) == held
+    with plane.store.write() as tx:  # what the replica reads is that row (not a collection of its own)
+        tx.put_state(PUBLISHED_OFFERS, encode_offers(held[:1], clock()))
+    replica = ControlPlane(settings_for(db_url, tmp_path), clock=clock)  # opened only: no loops, no lease
+    replica.open()
+    try:
+        assert replica._leader is not None and replica._leader.controller is None
+        assert replica._validation_offers(clock()) == held[:1]
+        replica._offers_cache = None
+        with plane.store.write() as tx:
+            tx.put_state(PUBLISHED_OFFERS, encode_offers(held, clock()))
+        accepted = replica.submit_job({"tier": "FAST", "gpu_count": 2, "expected_duration_sec": 60})
+        assert accepted["state"] == "PENDING"
+        with pytest.raises(JobRejectedError):  # judged on the same offers: no GPU that large on offer
+            replica.submit_job({"tier": "FAST", "gpu_count": 1, "vram_per_gpu_gb": 10_000})
+    finally:
+        replica.stop()

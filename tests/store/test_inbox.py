@@ -122,3 +122,33 @@ def test_runtime_state_is_written_with_the_events_and_rolled_back_with_them(stor
         assert tx.get_state("missing") is None
         assert tx.states_with_prefix("feed:") == {"feed:builtin": {"cursor": 7}, "feed:other": {"cursor": 1}}
         assert [e.stimulus_id for e in tx.read_events_page()] == ["node:builtin:0-7:0"]
+
+
+def test_an_accepted_request_on_postgresql_does_not_wait_for_a_step_in_progress(pg_url: str) -> None:
+    """``store.accept()`` commits an inbox row while a fenced step's write transaction is still open (it does
+    not queue on the serialized writes' advisory lock); the step then consumes it on its next pass."""
+    store = Store.open(pg_url)
+    try:
+        lease = store.try_acquire("controller", "a", at(0), 60)
+        in_step = threading.Event()
+        release = threading.Event()
+        accepted_during_step: list[bool] = []
+
+        def step() -> None:
+            with store.write(lease.fence) as tx:
+                tx.append_batch(at(1), [event("tick:1", "Tick", 1)])
+                in_step.set()
+                assert release.wait(30)
+
+        thread = threading.Thread(target=step)
+        thread.start()
+        assert in_step.wait(30)
+        with store.accept() as tx:
+            tx.add_inbox(SUBMIT, "job-9", {"gpus": 1}, now=at(1))
+        accepted_during_step.append(thread.is_alive())  # the step's transaction is still open
+        release.set()
+        thread.join(30)
+        assert accepted_during_step == [True]
+        assert consume(store, lease.fence, 2) == ["job-9"]
+    finally:
+        store.close()

@@ -79,6 +79,7 @@ COMMAND_MODULES = (
     "node",
     "logs",
     "controller",
+    "api",
     "token",
 )
 

@@ -1,4 +1,7 @@
-"""``scalar up``: one process with the API server, the control plane and the built-in market.
+"""``scalar up``: the API server, the control plane and the built-in market, started by one command.
+
+The controller (lease, engine loop, executor) and the built-in market run in this process; the API runs in
+``--api-workers`` ``scalar api`` processes sharing the listening socket (0: in this process too).
 
 State lives in the database (SQLite under ``--data-dir``, or ``$SCALAR_DATABASE_URL``), so stopping and
 starting again resumes where it was. ``--demo`` adds a seeded demo workload; without it, nothing is
@@ -135,7 +138,7 @@ def _redact(url: str) -> str:
         return "(unreadable URL)"
 
 
-def banner(url: str, settings: Any, demo: bool) -> list[str]:
+def banner(url: str, settings: Any, demo: bool, api_workers: int = 0) -> list[str]:
     database = settings.database_url
     sqlite = database.startswith("sqlite")
     scale = settings.time_scale
@@ -151,6 +154,13 @@ def banner(url: str, settings: Any, demo: bool) -> list[str]:
         + ("" if sqlite else " (unused: database by URL)"),
         f"  Database    {_redact(database)}",
         f"  Market      built-in, {speed}",
+        "  Processes   "
+        + (
+            f"controller and market in pid {os.getpid()}, API in {api_workers} worker process"
+            + ("es" if api_workers > 1 else "")
+            if api_workers
+            else f"API, controller and market in pid {os.getpid()}"
+        ),
         "  Demo        "
         + (
             "on: bursts of short interactive FAST jobs and long FLEX training runs (some restartable)"
@@ -207,8 +217,10 @@ class _Stopper:
         signal.signal(signal.SIGTERM, self)
 
 
-def run_up(settings: Any) -> int:
-    """Start everything, wait for a signal, stop everything; the exit code."""
+def run_up(settings: Any, api_workers: int = 0, worker_args: list[str] | None = None) -> int:
+    """Start everything, wait for a signal, stop everything; the exit code. ``api_workers`` > 0: the API
+    runs in that many ``scalar api`` processes sharing the socket (``worker_args`` give them the settings),
+    this process runs the controller and the built-in market; 0: the API in this process too."""
     from scalar.api.app import create_app
     from scalar.runtime import ControlPlane
 
@@ -238,17 +250,37 @@ def run_up(settings: Any) -> int:
     workers: list[threading.Thread] = []
     local_agent = None
     admin_token = _local_admin_token(control_plane, settings)
-    server, server_thread = _serve(create_app(control_plane), sock)
+    server: Any = None
+    server_thread: threading.Thread | None = None
+    api_procs: list[Any] = []
+    if api_workers > 0:
+        from scalar.cli.api import spawn_workers, stop_workers, wait_ready
+
+        api_procs = spawn_workers(api_workers, sock, worker_args or [])
+    else:
+        server, server_thread = _serve(create_app(control_plane), sock)
+
+    def api_alive() -> bool:
+        if server_thread is not None:
+            return server_thread.is_alive()
+        return all(p.poll() is None for p in api_procs)
+
     code = 0
     try:
-        while not server.started and server_thread.is_alive():
-            if stopper.event.wait(0.05):
-                break
-        if not server_thread.is_alive():
-            sys.stderr.write("error: the API server stopped at start; see the messages above\n")
-            return STARTUP_FAILED
         url = base_url(settings.host, sock)
-        for line in banner(url, settings, settings.demo):
+        if server_thread is not None:
+            while not server.started and server_thread.is_alive():
+                if stopper.event.wait(0.05):
+                    break
+            if not server_thread.is_alive():
+                sys.stderr.write("error: the API server stopped at start; see the messages above\n")
+                return STARTUP_FAILED
+        else:
+            problem = wait_ready(url, api_procs)
+            if problem is not None:
+                sys.stderr.write(f"error: {problem}\n")
+                return STARTUP_FAILED
+        for line in banner(url, settings, settings.demo, api_workers):
             say(line)
         for line in auth_lines(settings, admin_token):
             say(line)
@@ -267,7 +299,7 @@ def run_up(settings: Any) -> int:
             for line in local_agent_lines(url, Path(settings.data_dir)):
                 say(line)
         while not stopper.event.wait(0.5):
-            if not server_thread.is_alive():
+            if not api_alive():
                 sys.stderr.write("error: the API server stopped unexpectedly\n")
                 code = STARTUP_FAILED
                 break
@@ -277,8 +309,11 @@ def run_up(settings: Any) -> int:
             stop_local_agent(local_agent)
         for worker in workers:
             worker.join(timeout=5)
-        server.should_exit = True
-        server_thread.join(timeout=10)
+        if server_thread is not None:
+            server.should_exit = True
+            server_thread.join(timeout=10)
+        if api_procs:
+            stop_workers(api_procs)
         sock.close()
         control_plane.stop()
     say(f"[{stamp()}] stopped; the state is kept in {_redact(settings.database_url)}")
@@ -341,8 +376,15 @@ def register(app: typer.Typer) -> None:
         no_auth: bool = typer.Option(
             False, "--no-auth", help="Serve without API tokens (refused unless --host is loopback)."
         ),
+        api_workers: int | None = typer.Option(
+            None,
+            "--api-workers",
+            help="API processes beside the controller (default: the cores less one, 1 to 8); "
+            "0 serves the API in the controller's process.",
+        ),
     ) -> None:
-        """Run Scalar: the API server, the control plane and the built-in market, in one process."""
+        """Run Scalar: the API server, the control plane and the built-in market (the API in worker
+        processes of its own unless --api-workers 0)."""
         from scalar.runtime import SettingsError, load_settings
 
         level = getattr(logging, log_level.upper(), None)
@@ -375,4 +417,11 @@ def register(app: typer.Typer) -> None:
                 f"--no-auth: refused while serving on {settings.host}, which other machines can reach; "
                 "serve on 127.0.0.1 (--host 127.0.0.1), or keep authentication on"
             )
-        raise typer.Exit(run_up(settings))
+        from scalar.cli.api import default_api_workers
+        from scalar.cli.api import worker_args as api_worker_args
+
+        workers = default_api_workers() if api_workers is None else api_workers
+        if not 0 <= workers <= 64:
+            fail(f"--api-workers: must be from 0 to 64, got {workers}")
+        args = api_worker_args(config, data_dir, overrides)
+        raise typer.Exit(run_up(settings, workers, args))

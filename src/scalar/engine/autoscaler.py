@@ -32,8 +32,9 @@ The procurement policy is the config's (``ControllerConfig.procurement``), the s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
@@ -371,9 +372,98 @@ def _apply(state: ClusterState, out: Outcomes, routed: Routed | None, now: datet
     apply_moves(state, out.consolidations, now)
 
 
+# The change-detection gate at the pass entry: a pass whose inputs did not change since the last one would
+# decide the same again (route the same queue to the same groups, buy nothing), so it is skipped.
+REROUTE_EVERY_S = 30.0  # a full pass at least this often anyway (budgets' spend windows, cost accrual)
+PRICE_MOVE = 0.01  # a group's price moving by less than 1% since the last pass is not a change
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleGate:
+    """What the last full pass saw, when it changed nothing itself: the story's length (every job, node,
+    slice and order move, every action and note appends to the story), the groups' offers bucketed by ``PRICE_MOVE``, the pending count;
+    and when it must run again regardless (``due``: the FLEX batch wait of the oldest held job, a group's
+    backoff expiry, ``REROUTE_EVERY_S``)."""
+
+    story: int
+    pending: int
+    prices: tuple[tuple[object, ...], ...]
+    due: datetime
+
+
+def _price_digest(state: ClusterState) -> tuple[tuple[object, ...], ...]:
+    out: list[tuple[object, ...]] = []
+    for name, rec in state.groups.items():
+        offer = rec.offer
+        if offer is None:
+            out.append((name,))
+            continue
+        price = float(offer.price_per_hour)
+        bucket = math.floor(math.log(price) / math.log1p(PRICE_MOVE)) if price > 0 else None
+        out.append((name, offer.region, offer.availability_zone, offer.spot, bucket))
+    return tuple(out)
+
+
+def _next_due(state: ClusterState, config: ControllerConfig, now: datetime) -> datetime:
+    due = now + timedelta(seconds=REROUTE_EVERY_S)
+    for rec in state.groups.values():
+        if rec.backoff_until is not None and now < rec.backoff_until < due:
+            due = rec.backoff_until
+    if any(u.code == FLEX_WAITING for u in state.unmet):
+        flex = [
+            state.jobs[j].pending_since
+            for j in state.pending_ids
+            if (job := state.jobs[j].job) is not None and job.tier is Tier.FLEX
+        ]
+        oldest = min((t for t in flex if t is not None), default=now)
+        due = min(due, max(now, oldest + timedelta(seconds=config.flex_batch_wait_s)))
+    return due
+
+
+def _unchanged(state: ClusterState, now: datetime) -> bool:
+    gate = state.autoscale_gate
+    return (
+        isinstance(gate, AutoscaleGate)
+        and now < gate.due
+        and gate.story == len(state.story)
+        and gate.pending == len(state.pending_ids)
+        and gate.prices == _price_digest(state)
+    )
+
+
+def _refresh_flex_wait(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+    """A skipped pass still tells held FLEX jobs how long they have waited (their reason names it)."""
+    for i, unmet in enumerate(state.unmet):
+        if unmet.code != FLEX_WAITING:
+            continue
+        flex = [state.jobs[j] for j in unmet.job_ids]
+        verdict = _flex_released(config, flex, now)
+        for rec in flex:
+            held(verdict).apply_to(rec)
+        state.unmet = (*state.unmet[:i], replace(unmet, message=verdict.message), *state.unmet[i + 1 :])
+        return
+
+
 def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
     """Route unplaced demand and buy what routing launches (every purchase emits a ``BuyCapacity``), then
-    consolidate: restartable jobs leave expensive, underused contracts (``StopWork`` + ``StartWork``)."""
+    consolidate: restartable jobs leave expensive, underused contracts (``StopWork`` + ``StartWork``).
+    Skipped when nothing it reads changed since the last pass (``AutoscaleGate``): an idle tick costs a
+    comparison (consolidation's savings change with time, so the gate's ``REROUTE_EVERY_S`` bounds how
+    long a move can wait)."""
+    if _unchanged(state, now):
+        _refresh_flex_wait(state, config, now)
+        return
+    before = len(state.story)
+    _autoscale(state, config, now)
+    if len(state.story) != before:  # it bought or noted something: its own output is the next pass's input
+        state.autoscale_gate = None
+        return
+    state.autoscale_gate = AutoscaleGate(
+        before, len(state.pending_ids), _price_digest(state), _next_due(state, config, now)
+    )
+
+
+def _autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
     state.unmet = ()
     out = Outcomes()
     routed = _route_and_buy(state, config, now, out)

@@ -21,6 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from scalar.domain.offers import Offer
+from scalar.domain.packing_model import Job
+from scalar.domain.packing_scalar import Prior, Shape, ShapeWindow
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit
 from scalar.engine.codec import CodecError, decode, encode
@@ -99,7 +101,46 @@ def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict
         "orders": _pairs(orders),
         "next_schedule_at": encode(state.next_schedule_at),
         "budgets": encode(budgets),
+        # the packer's online prior and the contract sizing's arrival forecast: both decide
+        "shapes": _window(state.shapes),
+        "arrived_jobs": [[encode(at), encode(job)] for at, job in state.arrived_jobs],
     }
+
+
+def _window(w: ShapeWindow) -> dict[str, Any]:
+    return {
+        "seen": [[encode(k), v] for k, v in w.seen.items()],
+        "arrived": w.arrived,
+        "base": w.base,
+        "next_learn": w.next_learn,
+        "prior": [[encode(k), v] for k, v in w.prior.weights.items()],
+        "learnt": w.learnt,
+    }
+
+
+def _unwindow(raw: Any) -> ShapeWindow:
+    if raw is None:
+        return ShapeWindow()
+    if not isinstance(raw, dict):
+        raise CodecError("shapes", f"expected an object, got {type(raw).__name__}")
+
+    def weights(key: str) -> dict[Shape, float]:
+        pairs = raw.get(key, [])
+        if not isinstance(pairs, list):
+            raise CodecError(f"shapes.{key}", "expected a list of [shape, weight] pairs")
+        return {
+            decode(Shape, p[0], f"shapes.{key}[{i}]"): decode(float, p[1], f"shapes.{key}[{i}]")
+            for i, p in enumerate(pairs)
+        }
+
+    return ShapeWindow(
+        seen=weights("seen"),
+        arrived=decode(int, raw.get("arrived", 0), "shapes.arrived"),
+        base=decode(int, raw.get("base", 0), "shapes.base"),
+        next_learn=decode(int, raw.get("next_learn", 1), "shapes.next_learn"),
+        prior=Prior(weights("prior")),
+        learnt=decode(int, raw.get("learnt", 0), "shapes.learnt"),
+    )
 
 
 def _pairs(records: Mapping[str, Any]) -> list[list[Any]]:
@@ -155,6 +196,14 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     s.restartable_held = {
         k: None for k, j in s.jobs.items() if j.job is not None and j.job.restartable and j.parts
     }
+    s.shapes = _unwindow(data.get("shapes"))
+    arrived = data.get("arrived_jobs", [])
+    if not isinstance(arrived, list):
+        raise CodecError("arrived_jobs", "expected a list of [time, job] pairs")
+    s.arrived_jobs = deque(
+        (decode(datetime, p[0], f"arrived_jobs[{i}]"), decode(Job, p[1], f"arrived_jobs[{i}]"))
+        for i, p in enumerate(arrived)
+    )
     s.schedule_dirty = True
     s.priorities_key = None  # ranked again at the next step, from the same offers: the same ranks
     return s

@@ -269,6 +269,9 @@ class ClusterState:
         # (see open_blocks).
         self._maybe_open: dict[str, BlockRecord] = {}
         self._blocks_seen = 0
+        # What the last autoscaler pass saw and when it must run again (autoscaler.AutoscaleGate): a pass
+        # whose inputs did not change since is skipped.
+        self.autoscale_gate: object | None = None
 
     def open_blocks(self) -> list[BlockRecord]:
         """The open blocks, in ``blocks`` order, without walking every block ever bought at each step:

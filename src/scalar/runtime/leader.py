@@ -1,17 +1,19 @@
 """The leader: the lease, the controller rebuilt by replay, one fenced transaction per step, the executor.
 
-Everything that steps the controller holds ``self.lock`` (one step at a time in the process) and writes
-in one ``store.write(fence)`` transaction::
+Everything that steps the controller holds ``self.lock`` (one step at a time in the process). The step is
+computed outside any write transaction and its result written in one short ``store.write(fence)``::
 
-    with store.write(fence) as tx:
-        appended = tx.append_batch(now, events)           # + inbox rows consumed, feed cursors, ...
-        actions = controller.step(now, appended.new_events)
-        tx.add_actions(...)                               # the outbox
-        projector.write(tx, ...)                          # projections + decisions
-        tx.put_state(SNAPSHOT_KEY, snapshot(state))       # the decision state previews run on
+    with store.read() as tx: items = tx.unconsumed_inbox(...)   # short read; plus the stored stimuli
+    actions = controller.step(now, fresh_events)                # no transaction open
+    plan = projector.plan(...)                                  # projection rows + decisions
+    with store.write(fence) as tx:                              # fence checked first
+        appended = tx.append_batch(now, fresh_events)           # must store exactly these (else lost race)
+        tx.add_actions(...); plan.apply(tx, ...)                # the outbox, projections, decisions
+        tx.mark_inbox_consumed(...)                             # compare-and-set on the inbox cursor
+        tx.put_state(SNAPSHOT_KEY, ...)                         # the decision state previews run on
 
-If that transaction fails after the in-memory step, the controller is ahead of the database: it is
-dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
+If that transaction fails after the in-memory step (fenced, a lost race, a database error), the controller
+is ahead of the database: it is dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
 makes this process step down; it rebuilds when it wins the lease again.
 """
 
@@ -25,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
+from scalar.domain.offers import Offer
+from scalar.engine import Action, BuyCapacity, Controller, MarketObserved, ReleaseBlock, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
 from scalar.engine.snapshot import market_key, market_snapshot, snapshot
@@ -35,20 +38,23 @@ from scalar.runtime.agent_backend import AGENT_PROVIDER
 from scalar.runtime.auth import audit_actions
 from scalar.runtime.executor import Outcome, execute, outbox_payload
 from scalar.runtime.feed import NodeFeed, PriceCollector, Source
-from scalar.runtime.projector import Projector
+from scalar.runtime.projector import ProjectionPlan, Projector
 from scalar.runtime.settings import Settings
 from scalar.runtime.step_metrics import StepLatency
-from scalar.store import Action as StoredAction
 from scalar.store import (
+    IN_FLIGHT,
     ActionNotClaimedError,
     BatchAppend,
     Fence,
     NewAction,
     NewEvent,
     NotLeaderError,
+    StaleStepError,
     Store,
     Tx,
 )
+from scalar.store import Action as StoredAction
+from scalar.store.jsoncodec import canonical
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,24 @@ def inbox_event(item_id: int, payload: Mapping[str, Any], now: datetime) -> NewE
     """An inbox row as the event it becomes (stimulus ``inbox:<id>``: consumed once, stored once)."""
     stimulus = f"inbox:{item_id}"
     return NewEvent(stimulus, str(payload["type"]), dict(payload, stimulus_id=stimulus), now)
+
+
+PUBLISHED_OFFERS = "controller:offers"  # runtime_state key: the leader's offers after its last market step
+
+
+def encode_offers(offers: tuple[Offer, ...], at: datetime) -> dict[str, Any]:
+    return event_to_dict(MarketObserved("published-offers", offers, at))
+
+
+def decode_offers(value: Mapping[str, Any] | None) -> tuple[Offer, ...]:
+    """The offers ``encode_offers`` stored; ``()`` for nothing (or anything unreadable)."""
+    if not value:
+        return ()
+    try:
+        event = event_from_dict(value)
+    except Exception:  # written by another version: collect our own instead
+        return ()
+    return event.offers if isinstance(event, MarketObserved) else ()
 
 
 def subject_of(action: StoredAction) -> str:
@@ -107,6 +131,7 @@ class Leader:
         self.steps = 0
         self.step_latency = StepLatency()  # wall time of each tick's step (GET /metrics)
         self._pool: ThreadPoolExecutor | None = None
+        self.published_offers: tuple[Offer, ...] = ()  # the controller's offers after its last step
 
     # ---- the lease -----------------------------------------------------------------------------------
 
@@ -164,6 +189,7 @@ class Leader:
         self.controller = controller
         self.published_market = None  # a new controller (or leader) publishes its market part again
         self.steps = steps
+        self.publish()
 
     def _renew_during_rebuild(self) -> None:
         s = self.settings
@@ -196,32 +222,57 @@ class Leader:
     def commit(
         self,
         now: datetime,
-        build: Callable[[Tx], list[NewEvent]],
+        events: list[NewEvent],
         *,
+        before: Callable[[Tx], None] | None = None,
         after: Callable[[Tx, BatchAppend], None] | None = None,
         market_changed: bool = False,
     ) -> list[Action]:
-        """Append the events ``build`` returns (it runs inside the transaction: it may read the inbox or
-        complete an action), step the controller with the new ones, store its actions, projections and
-        decisions, then run ``after``: one fenced transaction."""
+        """Step the controller with ``events`` (those not stored yet) outside any write transaction, then
+        store the batch, its actions, projections and decisions in one short fenced transaction that also
+        runs ``before`` (e.g. complete an action) and ``after`` (e.g. mark inbox rows consumed).
+
+        Optimistic: the transaction checks the fence (``NotLeaderError``) and that exactly the stepped events
+        are new (``before``/``after`` check their own cursors, e.g. the inbox's compare-and-set); a lost race
+        rolls back and the controller, now ahead of the database, is rebuilt by replay (recomputed)."""
         with self.lock:
             controller, fence = self.controller, self.fence
             if controller is None or fence is None:
                 raise NotLeaderError("not the leader", "acquire the lease first")
             stepped = False
-            published: tuple[object, ...] | None = None
-            done: Callable[[], None] | None = None
             actions: list[Action] = []
+            plan: ProjectionPlan | None = None
+            rows: list[NewAction] = []
+            published: tuple[object, ...] | None = None
+            decision_state: dict[str, Any] | None = None
+            market_state: dict[str, Any] | None = None
             try:
+                fresh = self._fresh(events)
+                if fresh:
+                    story_from = len(controller.state.story)
+                    stepped = True
+                    actions = controller.step(now, [event_from_dict(e.payload) for e in fresh])
+                    plan = self.projector.plan(
+                        controller, now, story_from=story_from, market_changed=market_changed
+                    )
+                    # the decision state previews run the controller's code on (runtime/preview.py), built
+                    # outside the transaction; its large market part only when the market changed it
+                    decision_state = snapshot(controller.state, controller.config.budgets)
+                    market = market_key(controller.state)
+                    if market != self.published_market:
+                        market_state = market_snapshot(controller.state)
+                        published = market
                 with self.store.write(fence) as tx:
-                    appended = tx.append_batch(now, build(tx))
-                    if appended.new_events:
-                        story_from = len(controller.state.story)
-                        stepped = True
-                        actions = controller.step(
-                            now, [event_from_dict(e.payload) for e in appended.new_events]
+                    if before is not None:
+                        before(tx)
+                    appended = tx.append_batch(now, fresh)
+                    stored = [e.stimulus_id for e in appended.new_events]
+                    if stored != [e.stimulus_id for e in fresh]:
+                        raise StaleStepError(
+                            "another writer stored some of this step's events first",
+                            "the step is recomputed from the log",
                         )
-                        rows = []
+                    if plan is not None:
                         refused = budgets.gate(tx, controller.state, actions, now)  # spend limits, in this tx
                         for action in actions:
                             provider, blocks = self._provider_of(action)
@@ -233,23 +284,11 @@ class Leader:
                             rows, now=now, created_seq=appended.last_seq, batch_id=appended.batch_id
                         )
                         audit_actions(tx, actions, controller.state, now, appended.batch_id)
-                        done = self.projector.write(
-                            tx,
-                            controller,
-                            now,
-                            story_from=story_from,
-                            batch_id=appended.batch_id,
-                            market_changed=market_changed,
-                        )
-                        # the decision state previews run the controller's code on (runtime/preview.py);
-                        # its large market part only when the market changed it
-                        tx.put_state(
-                            SNAPSHOT_KEY, snapshot(controller.state, controller.config.budgets), at=now
-                        )
-                        market = market_key(controller.state)
-                        if market != self.published_market:
-                            tx.put_state(MARKET_SNAPSHOT_KEY, market_snapshot(controller.state), at=now)
-                            published = market
+                        plan.apply(tx, appended.batch_id)
+                        if decision_state is not None:
+                            tx.put_state(SNAPSHOT_KEY, decision_state, at=now)
+                        if market_state is not None:
+                            tx.put_state(MARKET_SNAPSHOT_KEY, market_state, at=now)
                     if after is not None:
                         after(tx, appended)
             except NotLeaderError:
@@ -262,14 +301,32 @@ class Leader:
                 raise
             if published is not None:
                 self.published_market = published
-            if done is not None:
-                done()
+            if plan is not None:
+                plan.committed()
             self.last_step_at = now
             if stepped:
                 self.steps += 1
+                self.publish()
             if actions:
                 self.actions_added.set()
             return actions
+
+    def _fresh(self, events: list[NewEvent]) -> list[NewEvent]:
+        """The events not stored yet (first of each stimulus), as a replay will see them (canonical JSON)."""
+        if not events:
+            return []
+        with self.store.read() as tx:
+            stored = tx.stored_stimuli([e.stimulus_id for e in events])
+        fresh: dict[str, NewEvent] = {}
+        for e in events:
+            if e.stimulus_id not in stored and e.stimulus_id not in fresh:
+                fresh[e.stimulus_id] = NewEvent(e.stimulus_id, e.kind, canonical(e.payload), e.at)
+        return list(fresh.values())
+
+    def publish(self) -> None:
+        """What other threads read without the lock after each step (a tuple swapped in one assignment)."""
+        controller = self.controller
+        self.published_offers = () if controller is None else controller.offers()
 
     def tick(self, now: datetime) -> list[Action]:
         """One leader iteration: market prices when due, node events, the inbox, a Tick; one step.
@@ -291,20 +348,21 @@ class Leader:
             feed = self.feed.poll(now, lambda node: node in controller.state.nodes)
             events += feed.events
             tick = new_event(Tick(f"tick:{tag}"), now)
-            consumed: list[int] = []
-
-            def build(tx: Tx) -> list[NewEvent]:
-                items = tx.unconsumed_inbox(INBOX_BATCH)
-                consumed.extend(i.id for i in items)
-                return [*events, *(inbox_event(i.id, i.payload, now) for i in items), tick]
+            with self.store.read() as rtx:  # a short read: submissions never wait for this step
+                items = rtx.unconsumed_inbox(INBOX_BATCH)
+            consumed = [i.id for i in items]
+            batch = [*events, *(inbox_event(i.id, i.payload, now) for i in items), tick]
 
             def after(tx: Tx, appended: BatchAppend) -> None:
-                if consumed:
+                if consumed:  # compare-and-set: a row consumed meanwhile rolls the step back
                     tx.mark_inbox_consumed(consumed, at=now, batch_id=appended.batch_id)
                 self.feed.persist(tx, feed, now)
+                if market is not None:  # what API replicas validate submissions on
+                    offers = controller.offers()
+                    tx.put_state(PUBLISHED_OFFERS, encode_offers(offers, now), at=now)
 
             started = time.monotonic()
-            actions = self.commit(now, build, after=after, market_changed=market is not None)
+            actions = self.commit(now, batch, after=after, market_changed=market is not None)
             self.step_latency.observe(time.monotonic() - started)
             self.feed.committed(feed)
             if price_due:
@@ -385,7 +443,7 @@ class Leader:
                 return
             events = [new_event(e, now) for e in outcome.events]
 
-            def complete(tx: Tx) -> list[NewEvent]:
+            def complete(tx: Tx) -> None:
                 tx.complete_action(
                     action.action_id,
                     attempt=action.attempts,
@@ -394,11 +452,15 @@ class Leader:
                     failed=outcome.failed,
                     error=outcome.error,
                 )
-                return events
 
+            with self.store.read() as rtx:  # still ours? (else stepping with its result would be undone)
+                current = rtx.get_action(action.action_id)
+            if current is None or current.attempts != action.attempts or current.status != IN_FLIGHT:
+                log.info("result of %s dropped: claimed again since", action.action_id)
+                return
             with self.lock:
                 if self.fence != fence or self.controller is None:
                     return  # leadership changed meanwhile: the next leader executes it again, same key
-                self.commit(now, complete)
+                self.commit(now, events, before=complete)
         except (NotLeaderError, ActionNotClaimedError) as err:
             log.info("result of %s dropped: %s", action.action_id, err)

@@ -16,6 +16,7 @@ entry becomes one ``decisions`` row (entity id = the story's key).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +73,15 @@ class Projector:
     ) -> Callable[[], None]:
         """Write the projections and decisions of the step whose story starts at ``story_from``; returns
         the function that updates the projector's memory once the transaction has committed."""
+        planned = self.plan(controller, now, story_from=story_from, market_changed=market_changed)
+        planned.apply(tx, batch_id)
+        return planned.committed
+
+    def plan(
+        self, controller: Controller, now: datetime, *, story_from: int, market_changed: bool = False
+    ) -> ProjectionPlan:
+        """The rows the step whose story starts at ``story_from`` changes, computed without a transaction
+        (the leader computes a step outside any write transaction and writes the plan in a short one)."""
         state = controller.state
         entries = state.story[story_from:]
         jobs: dict[str, None] = {}
@@ -96,6 +106,7 @@ class Projector:
         if refresh:
             groups_dirty = True
             blocks.update((b, None) for b, rec in state.blocks.items() if rec.open)
+        rows: list[tuple[str, str, str | None, dict[str, Any], str | None]] = []
         job_nodes: dict[str, tuple[str, ...]] = {}
         for job_id in jobs:
             rec = state.jobs.get(job_id)
@@ -105,18 +116,14 @@ class Projector:
             job_nodes[job_id] = placed
             nodes.update((n, None) for n in placed + self._job_nodes.get(job_id, ()))
             data = job_dict(rec)
-            tx.upsert_projection(
-                "jobs", job_id, data["state"], data, parent_id=placed[0] if placed else None, at=now
-            )
+            rows.append(("jobs", job_id, data["state"], data, placed[0] if placed else None))
         for node_id in nodes:
             node = state.nodes.get(node_id)
             if node is None:
                 continue
             blocks[node.block_id] = None
             view = node_view(node)
-            tx.upsert_projection(
-                "nodes", node_id, view.state.value, encode(view), parent_id=view.block_id, at=now
-            )
+            rows.append(("nodes", node_id, view.state.value, encode(view), view.block_id))
         for key in orders:
             order = state.orders.get(key)
             if order is None or order.status is None:
@@ -124,28 +131,21 @@ class Projector:
             if order.block_id is not None:
                 blocks[order.block_id] = None
             oview = order_view(order)
-            tx.upsert_projection(
-                "orders", key, oview.status.value, encode(oview), parent_id=oview.group, at=now
-            )
+            rows.append(("orders", key, oview.status.value, encode(oview), oview.group))
         for block_id in blocks:
             block = state.blocks.get(block_id)
             if block is None:
                 continue
             bview = block_view(block, state)
-            tx.upsert_projection(
-                "blocks", block_id, bview.status, encode(bview), parent_id=bview.group, at=now
-            )
+            rows.append(("blocks", block_id, bview.status, encode(bview), bview.group))
         written: dict[str, dict[str, Any]] = {}
         if groups_dirty:
             for gview in group_views(state):
                 data = encode(gview)
                 if self._groups.get(gview.name) != data:
-                    tx.upsert_projection(
-                        "scale_groups", gview.name, gview.availability, data, parent_id=gview.provider, at=now
-                    )
+                    rows.append(("scale_groups", gview.name, gview.availability, data, gview.provider))
                     written[gview.name] = data
-        if entries:
-            tx.record_decisions([decision_of(e) for e in entries], batch_id=batch_id)
+        decisions = [decision_of(e) for e in entries]
 
         def committed() -> None:
             for job_id, placed in job_nodes.items():
@@ -157,4 +157,20 @@ class Projector:
             if refresh:
                 self._refreshed_at = now
 
-        return committed
+        return ProjectionPlan(now, rows, decisions, committed)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectionPlan:
+    """The projection rows and decisions of one step; ``apply`` writes them, ``committed`` runs after commit."""
+
+    at: datetime
+    rows: list[tuple[str, str, str | None, dict[str, Any], str | None]]
+    decisions: list[NewDecision]
+    committed: Callable[[], None]
+
+    def apply(self, tx: Tx, batch_id: int | None) -> None:
+        for table, id_, state, data, parent in self.rows:
+            tx.upsert_projection(table, id_, state, data, parent_id=parent, at=self.at)
+        if self.decisions:
+            tx.record_decisions(self.decisions, batch_id=batch_id)

@@ -50,7 +50,7 @@ from scalar.runtime.feed import PriceCollector, Source
 from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_from_fields
 from scalar.runtime.k8s_backend import KubernetesAgents, with_kubernetes_agents
 from scalar.runtime.k8s_pods import KubernetesConfigError
-from scalar.runtime.leader import Leader
+from scalar.runtime.leader import PUBLISHED_OFFERS, Leader, decode_offers
 from scalar.runtime.live_sellers import (
     Sellers,
     builtin_only,
@@ -71,7 +71,7 @@ from scalar.runtime.market_view import (
 )
 from scalar.runtime.prices import LivePrices, RealProvider, real_providers
 from scalar.runtime.settings import Settings, SettingsError
-from scalar.runtime.views import ClusterViews
+from scalar.runtime.views import LEADER_WAIT_S, ClusterViews
 from scalar.store import CANCEL, SUBMIT, NotLeaderError, Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.orderbook import build_orderbook_response
@@ -79,9 +79,9 @@ from scalar.wire.orderbook import build_orderbook_response
 log = logging.getLogger(__name__)
 
 
-OFFERS_LOCK_WAIT_S = 0.05
-"""How long a submission waits for the leader's lock to read its offers before it uses those of the last
-step instead (a step in progress holds the lock; a submission must not wait for it)."""
+PUBLISHED_OFFERS_FRESH_S = (
+    1.0  # how long an API replica reuses the leader's stored offers before reading again
+)
 
 
 def utc_now() -> datetime:
@@ -121,7 +121,6 @@ class ControlPlane:
         self._stop = threading.Event()
         self._open_lock = threading.Lock()
         self._offers_cache: tuple[float, tuple[Offer, ...]] | None = None
-        self._leader_offers: tuple[Offer, ...] = ()  # the leader's offers as of its last step (warm start)
         self._live_env = live_env
         self._live_providers = live_providers
         self.live: LivePrices | None = None
@@ -320,8 +319,6 @@ class ControlPlane:
                         next_tick = started + s.tick_s
                         self.agents.check_leases(now, leader.epoch)
                         leader.tick(now)
-                        if not self._leader_offers and leader.controller is not None:  # warm start
-                            self._leader_offers = leader.controller.offers()
                 if self.is_leader:
                     self.endpoints.tick(now)
             except NotLeaderError:
@@ -424,19 +421,21 @@ class ControlPlane:
     # ---- jobs ----------------------------------------------------------------------------------------
 
     def _validation_offers(self, now: datetime) -> tuple[Offer, ...]:
-        """The offers a submission is judged on: the leader's, else a recent collection of our own."""
+        """The offers a submission is judged on: the leader's (in its process, published after each step; in
+        an API replica, stored with its last market step), else a recent collection of our own."""
         _, leader = self._opened()
-        if leader.lock.acquire(timeout=OFFERS_LOCK_WAIT_S):
-            try:
-                if leader.controller is not None:
-                    offers = leader.controller.offers()
-                    if offers:
-                        self._leader_offers = offers
-                        return offers
-            finally:
-                leader.lock.release()
-        elif self._leader_offers:  # a step is running: judge on the offers of the last one, do not wait
-            return self._leader_offers
+        offers = leader.published_offers  # swapped in after each step: read without waiting for one
+        if offers:
+            return offers
+        cached = self._offers_cache
+        if cached is not None and time.monotonic() - cached[0] < PUBLISHED_OFFERS_FRESH_S:
+            return cached[1]
+        store, _ = self._opened()  # an API replica: the offers the leader stored with its last market step
+        with store.read() as tx:
+            offers = decode_offers(tx.get_state(PUBLISHED_OFFERS))
+        if offers:
+            self._offers_cache = (time.monotonic(), offers)
+            return offers
         cached = self._offers_cache
         if cached is not None and time.monotonic() - cached[0] < self.settings.price_interval_s:
             return cached[1]
@@ -458,7 +457,7 @@ class ControlPlane:
         if spec is None or problems:
             raise JobRejectedError(problems)
         job = spec_dict(spec, "PENDING", ACCEPTED_REASON, "accepted")
-        with store.write() as tx:
+        with store.accept() as tx:
             tx.add_inbox(SUBMIT, spec.job_id, event_to_dict(JobSubmitted("inbox", spec)), now=now)
             tx.upsert_projection("jobs", spec.job_id, "PENDING", job, at=now)
         return job
@@ -468,7 +467,7 @@ class ControlPlane:
         another tenant's)."""
         store, _ = self._opened()
         now = self.clock()
-        with store.write() as tx:
+        with store.accept() as tx:
             row = tx.get_projection("jobs", job_id)
             if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
                 raise KeyError(job_id)
@@ -561,10 +560,14 @@ class ControlPlane:
 
     def explain_job(self, job_id: str) -> list[str] | None:
         _, leader = self._opened()
-        with leader.lock:
+        if not leader.lock.acquire(timeout=LEADER_WAIT_S):  # a step is being computed: never wait for it
+            return None
+        try:
             if leader.controller is None:
                 return None
             explanation = leader.controller.explain(job_id)
+        finally:
+            leader.lock.release()
         return None if explanation is None else list(explanation.lines)
 
     def story(self, entity_id: str, limit: int | None = 100) -> list[dict[str, Any]]:

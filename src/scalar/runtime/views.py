@@ -26,6 +26,9 @@ from scalar.store import Store, Tx
 from scalar.store.projections import Projection
 
 T = TypeVar("T")
+# The longest a read waits for the leader's in-memory state while a step is being computed (then it answers
+# from the projections alone, as an API replica does).
+LEADER_WAIT_S = 0.05
 ALL_ROWS = 1_000_000
 HOUR = Decimal(3600)
 LIVE_JOB_STATES = ("SCHEDULED", "RUNNING")
@@ -124,12 +127,18 @@ class ClusterViews:
         self.clock = clock
 
     def with_controller(self, read: Callable[[Controller], T]) -> T | None:
-        """``read(controller)`` under the leader's lock when this process leads, else ``None``."""
-        with self.leader.lock:
+        """``read(controller)`` under the leader's lock when this process leads and is between steps, else
+        ``None`` (the answer then comes from the projections alone, as on an API replica): a read waits at
+        most ``LEADER_WAIT_S`` for a step in progress."""
+        if not self.leader.lock.acquire(timeout=LEADER_WAIT_S):
+            return None
+        try:
             controller = self.leader.controller
             if controller is None or self.leader.fence is None:
                 return None
             return read(controller)
+        finally:
+            self.leader.lock.release()
 
     # ---- GET /jobs/{id}/explain ------------------------------------------------------------------------
 

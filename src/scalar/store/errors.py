@@ -25,6 +25,11 @@ class NotLeaderError(StoreError):
     """
 
 
+class StaleStepError(StoreError):
+    """A step computed outside its transaction lost a race at commit (some of its events were stored by
+    someone else first): the transaction rolls back and the step is recomputed from the log."""
+
+
 class DuplicateActionError(StoreError):
     """An action id was reused for a different action (another kind or payload)."""
 

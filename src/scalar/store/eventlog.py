@@ -96,6 +96,11 @@ def _existing_seqs(conn: Connection, stimulus_ids: Sequence[str]) -> dict[str, i
     return found
 
 
+def stored_stimuli(conn: Connection, stimulus_ids: Sequence[str]) -> set[str]:
+    """Which of ``stimulus_ids`` are already in the log (a read: the leader filters before stepping)."""
+    return set(_existing_seqs(conn, list(dict.fromkeys(stimulus_ids))))
+
+
 def append_batch(
     conn: Connection,
     now: datetime,

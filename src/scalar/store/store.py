@@ -70,6 +70,9 @@ class Tx:
         epoch = self._fence.epoch if self._fence else None
         return eventlog.append_batch(self._write(), now, new, holder=holder, epoch=epoch)
 
+    def stored_stimuli(self, stimulus_ids: Sequence[str]) -> set[str]:
+        return eventlog.stored_stimuli(self._conn, stimulus_ids)
+
     def get_event(self, stimulus_id: str) -> StoredEvent | None:
         return eventlog.get_event(self._conn, stimulus_id)
 
@@ -324,6 +327,18 @@ class Store:
                 if fence is not None:
                     lease_mod.check_fence(conn, fence)
                 yield Tx(conn, writable=True, fence=fence)
+
+    @contextmanager
+    def accept(self) -> Iterator[Tx]:
+        """A write transaction for requests any process accepts (inbox rows and the projection rows of
+        what they create): on PostgreSQL it does not queue behind the serialized writes (no advisory lock;
+        the leader consumes inbox rows with a compare-and-set, in any commit order), so a submission is
+        acknowledged once its row commits, whatever a step is writing. SQLite has one writer: there it is
+        ``write()``."""
+        with self.engine.connect() as conn:
+            conn = begin_immediate(conn)
+            with conn.begin():
+                yield Tx(conn, writable=True)
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
