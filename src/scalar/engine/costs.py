@@ -11,8 +11,12 @@ The identity ``paid = delivered + idle`` holds exactly at every level (block, pr
 atoms are each block's paid GPU-hours and each (block, tenant)'s GPU-hours, rounded once to micro-hours;
 idle is what a block paid for that no tenant held, and every total is a sum of atoms. Money the same way:
 a block's accrued cost splits into its tenants' shares (by the GPU-seconds they held) and its idle cost.
-Resold capacity (``sold_back_gpu_hours``, ``sold_back_revenue``) is reported with each block; the revenue
-is credited against the spend in ``net_cost`` and ``cost_per_delivered_gpu_hour``.
+Resold capacity (``sold_back_gpu_hours``, ``sold_back_revenue``; engine/resale.py) is reported with each
+block. Sold GPU-hours are not paid-for time (accrual stops at a sold node's cut), so ``paid = delivered +
+idle`` still holds, and for a block held to its end ``committed GPU-hours = paid + sold back``. What the
+sold hours cost under the contract (``sold_back_cost``) is added back and the proceeds taken off:
+``net_cost = accrued + sold_back_cost - sold_back_revenue``, for a block held to its end its committed value
+less the resale proceeds; ``cost_per_delivered_gpu_hour`` divides ``net_cost``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class BlockAccount:
     committed: Decimal
     sold_back_gpu_s: Decimal = _ZERO
     sold_back_revenue: Decimal = _ZERO
+    sold_back_cost: Decimal = _ZERO  # what the sold GPU-seconds cost under the contract
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +75,13 @@ class CostLine:
     idle_cost: Decimal
     sold_back_gpu_hours: Decimal
     sold_back_revenue: Decimal
+    sold_back_cost: Decimal = _ZERO
 
     @property
     def net_cost(self) -> Decimal:
-        """Spend less resale proceeds."""
-        return self.accrued - self.sold_back_revenue
+        """Spend, plus what the resold hours cost under their contracts, less resale proceeds: a block held
+        to its end costs its committed value less what its resale brought in."""
+        return self.accrued + self.sold_back_cost - self.sold_back_revenue
 
     @property
     def cost_per_delivered_gpu_hour(self) -> Decimal | None:
@@ -177,6 +184,7 @@ def block_line(account: BlockAccount) -> tuple[CostLine, dict[str, tuple[Decimal
         idle_cost=accrued - charged,
         sold_back_gpu_hours=round_micros(account.sold_back_gpu_s / HOUR),
         sold_back_revenue=round_micros(account.sold_back_revenue),
+        sold_back_cost=round_micros(account.sold_back_cost),
     )
     return line, {t: (hours[t], money[t]) for t in sorted(held)}
 
@@ -192,6 +200,7 @@ def _add(a: CostLine, b: CostLine) -> CostLine:
         a.idle_cost + b.idle_cost,
         a.sold_back_gpu_hours + b.sold_back_gpu_hours,
         a.sold_back_revenue + b.sold_back_revenue,
+        a.sold_back_cost + b.sold_back_cost,
     )
 
 
@@ -274,6 +283,7 @@ def account_of(state: ClusterState, block: BlockRecord) -> BlockAccount:
         committed=block.committed,
         sold_back_gpu_s=block.sold_back_gpu_s,
         sold_back_revenue=block.sold_back_revenue,
+        sold_back_cost=block.sold_back_cost,
     )
 
 
@@ -306,4 +316,5 @@ def extrapolate(
         account.committed,
         account.sold_back_gpu_s,
         account.sold_back_revenue,
+        account.sold_back_cost,
     )

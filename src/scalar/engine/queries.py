@@ -107,6 +107,7 @@ class BlockView:
     busy_gpus_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
     sold_back_gpu_s: Decimal = Decimal(0)
     sold_back_revenue: Decimal = Decimal(0)
+    sold_back_cost: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,7 @@ def block_view(rec: BlockRecord, state: ClusterState) -> BlockView:
         busy_gpus_by_tenant=busy_by_tenant(state, busy_gpus_now(state, rec)),
         sold_back_gpu_s=rec.sold_back_gpu_s,
         sold_back_revenue=rec.sold_back_revenue,
+        sold_back_cost=rec.sold_back_cost,
     )
 
 

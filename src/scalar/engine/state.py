@@ -139,6 +139,7 @@ class BlockRecord:
     busy_gpu_s_by_job: dict[str, Decimal] = field(default_factory=dict)  # cost attribution (queries.costs)
     sold_back_gpu_s: Decimal = Decimal(0)  # GPU-seconds of the contract resold to the market
     sold_back_revenue: Decimal = Decimal(0)  # what the resale credited the buyer
+    sold_back_cost: Decimal = Decimal(0)  # what the resold GPU-seconds cost under the contract
     fixed: bool = False  # a user-owned host (bring your own node): never released for idleness
 
     @property

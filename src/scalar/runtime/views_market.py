@@ -206,6 +206,7 @@ def block_account(row: Any, now: datetime) -> BlockAccount:
         committed=Decimal(data.get("committed") or 0),
         sold_back_gpu_s=Decimal(data.get("sold_back_gpu_s") or 0),
         sold_back_revenue=Decimal(data.get("sold_back_revenue") or 0),
+        sold_back_cost=Decimal(data.get("sold_back_cost") or 0),
     )
     since = parse_time(data.get("accounted_at"))
     end = parse_time(data.get("end_time"))
