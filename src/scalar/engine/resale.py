@@ -2,13 +2,15 @@
 
 A block seller (SFCompute) is paid for the whole contract when it is bought, so an idle block's remaining
 time is worth only what it sells for. ``resale_step`` (pure: reads the state, returns values) decides, for
-each open block of a block seller whose live nodes are all idle and that has no sale in flight:
+each open block of a block seller whose live nodes are all READY and idle (for ``MIN_HOLD_S``), that has no sale in flight, while
+no job of its group's tier is pending (waiting work may be waiting for exactly this capacity):
 
-- the forecast its group's demand would put on it (``contract_sizing.forecast_for``: the group's queued
-  jobs plus the steady arrivals of its tier, in GPU-hours of its model), spread over the block's GPUs:
+- the forecast its group's demand would put on it (``contract_sizing.forecast_for``: the steady arrivals of
+  the last hours of its tier, expected to go on, in GPU-hours of its model), spread over the block's GPUs:
   ``kept = forecast / GPUs`` hours, at most the time left;
 - the tail it will not use, in whole hours: ``floor(remaining - kept)``, offered from
   ``cut = end - hours`` (the nodes stay usable until the cut);
+- never a block of a group that keeps ``min_slices``;
 - the price: the orderbook algorithm's mirror for asks (``domain.orderbook.optimal_ask``) over the bids of
   the block's instance type (``state.books``); no bids, no offer.
 
@@ -26,12 +28,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from scalar.domain.market import SaleFill
+from scalar.domain.market import NodeState, SaleFill
 from scalar.domain.orderbook import format_usd, optimal_ask
 from scalar.domain.reasons import Reason
-from scalar.domain.release import BLOCK_SELLERS
+from scalar.domain.release import BLOCK_SELLERS, MIN_HOLD_S
+from scalar.engine.actions import SellCapacity
 from scalar.engine.contract_sizing import forecast_for
-from scalar.engine.state import BlockRecord, ClusterState, JobState
+from scalar.engine.events import SaleUpdated
+from scalar.engine.state import BlockRecord, ClusterState
 
 _HOUR = Decimal(3600)
 
@@ -70,14 +74,17 @@ def node_end(state: ClusterState, block: BlockRecord, node_id: str) -> datetime:
     return end
 
 
-def _idle(state: ClusterState, block: BlockRecord) -> tuple[str, ...] | None:
-    """The block's live nodes still ending with the block, when every one of them is idle."""
+def _idle(state: ClusterState, block: BlockRecord, now: datetime) -> tuple[str, ...] | None:
+    """The block's live nodes still ending with the block, when every one of them is READY and has been
+    idle for ``MIN_HOLD_S`` (work that arrives in the same minute goes first)."""
     nodes = []
     for node_id in block.node_ids:
         node = state.nodes.get(node_id)
         if node is None or not node.live or node_end(state, block, node_id) < block.block.end_time:
             continue
-        if node.jobs:
+        if node.jobs or node.state is not NodeState.READY:
+            return None  # busy, or still booting for the work it was bought for
+        if node.idle_since is None or (now - node.idle_since).total_seconds() < MIN_HOLD_S:
             return None
         nodes.append(node_id)
     return tuple(nodes) or None
@@ -93,19 +100,19 @@ def resale_step(
         grant = block.grant
         if not block.open or block.fixed or grant.provider not in BLOCK_SELLERS or block_id in in_flight:
             continue
-        nodes = _idle(state, block)
+        nodes = _idle(state, block, now)
         group = state.groups.get(block.group)
         book = state.books.get(grant.instance_type)
-        if nodes is None or group is None or book is None:
-            continue
+        if nodes is None or group is None or book is None or group.min_slices > 0:
+            continue  # a group that keeps a floor of capacity (min_slices) is never sold down
         remaining_h = (block.block.end_time - now).total_seconds() / 3600.0
         gpus = grant.gpus_per_node * len(nodes)
-        queued = [
-            r
-            for r in state.jobs.values()
-            if r.state is JobState.PENDING and r.job is not None and r.job.tier is group.tier
-        ]
-        forecast = forecast_for(state, group, queued, now).total()
+        if any(
+            (r := state.jobs.get(j)) is not None and r.job is not None and r.job.tier is group.tier
+            for j in state.pending_ids
+        ):
+            continue  # work of its tier waits: the capacity may be what it waits for
+        forecast = forecast_for(state, group, [], now).total()
         kept = min(remaining_h, forecast / gpus)
         hours = math.floor(remaining_h - kept)
         if hours < 1:
@@ -162,3 +169,60 @@ def record_sale(state: ClusterState, fill: SaleFill) -> Decimal:
 
 
 _ZERO = Decimal(0)
+RESALE_RETRY_S = 3600.0  # a block whose offer did not (wholly) fill is offered again an hour later
+
+
+def offer_resales(state: ClusterState, now: datetime) -> None:
+    """The autoscaler's resale step applied: each ``SellBack`` becomes a ``SellCapacity`` action (its
+    reason, with the numbers, is in ``/autoscaler/status``'s recent actions and the block's story)."""
+    recent = frozenset(
+        b for b, t in state.resale_offered_at.items() if (now - t).total_seconds() < RESALE_RETRY_S
+    )
+    for sale in resale_step(state, now, recent):
+        action = SellCapacity(
+            state.next_id("act"),
+            sale.reason,
+            sale.block_id,
+            sale.provider,
+            sale.node_ids,
+            sale.cut,
+            sale.hours,
+            sale.price_per_gpu_hour,
+            sale.expected_proceeds,
+        )
+        state.sales[action.action_id] = action
+        state.resale_offered_at[sale.block_id] = now
+        state.emit(action, (sale.block_id, state.blocks[sale.block_id].group))
+
+
+def on_sale_updated(state: ClusterState, event: SaleUpdated) -> None:
+    """The seller's answer to a ``SellCapacity``: what filled is recorded (``record_sale``), only within
+    what the engine offered (that block, those nodes, that cut); an answer to no offer is noted and ignored."""
+    offer = state.sales.pop(event.action_id, None)
+    if offer is None:
+        state.note("sale", event.action_id, Reason("unknown_sale", f"no sell order {event.action_id} to update"))
+        return
+    fill = event.fill
+    if fill is None:
+        why = f"sell order {offer.action_id} on block {offer.block_id} was not placed: {event.error or 'unknown'}"
+        state.note("sale", offer.block_id, Reason("sale_not_placed", why))
+        return
+    offered = set(offer.node_ids)
+    if (
+        fill.block_id != offer.block_id
+        or fill.provider != offer.provider
+        or fill.cut != offer.cut
+        or not set(fill.node_ids_sold) <= offered
+    ):
+        why = f"the answer to sell order {offer.action_id} names capacity it did not offer: ignored"
+        state.note("sale", offer.block_id, Reason("sale_mismatch", why))
+        return
+    credited = record_sale(state, fill)
+    why = (
+        f"sell order {offer.action_id}: {len(fill.node_ids_sold)} of {len(offer.node_ids)} node(s) sold from "
+        f"{fill.cut.isoformat()} ({fill.gpus_sold} GPUs x {fill.hours} h at "
+        f"{format_usd(fill.price_per_gpu_hour)}/GPU-h): {format_usd(credited)} credited to the buyer"
+    )
+    state.note(
+        "sale", offer.block_id, Reason("capacity_sold", why, "gpus", len(offer.node_ids), len(fill.node_ids_sold))
+    )

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, StartWork, Tick
+from scalar.engine import Action, BuyCapacity, Controller, ReleaseBlock, SellCapacity, StartWork, Tick
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
 from scalar.providers.base import Provider
@@ -173,6 +173,8 @@ class Leader:
         state = self.controller.state
         if isinstance(action, BuyCapacity):
             return action.request.provider, {}
+        if isinstance(action, SellCapacity):
+            return action.provider, {}
         if isinstance(action, ReleaseBlock):
             block = state.blocks.get(action.block_id)
             if block is not None and block.fixed:
