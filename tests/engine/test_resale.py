@@ -17,7 +17,20 @@ from scalar.engine import Controller, ControllerConfig
 from scalar.engine.events import MarketBook, MarketObserved, OrderUpdated
 from scalar.engine.housekeeping import accrue
 from scalar.engine.resale import record_sale, resale_step
-from tests.engine.builders import BOOK, T0, at, grant, job_done, ready, sf_offer, sid, spec, starts, submit, tick
+from tests.engine.builders import (
+    BOOK,
+    T0,
+    at,
+    grant,
+    job_done,
+    ready,
+    sf_offer,
+    sid,
+    spec,
+    starts,
+    submit,
+    tick,
+)
 from tests.engine.test_costs import assert_report_adds_up
 
 BIDS = (
@@ -79,7 +92,9 @@ def test_a_partial_fill_moves_the_sold_nodes_end_credits_the_proceeds_and_the_co
     [sale] = resale_step(c.state, now)
     block = c.state.blocks[sale.block_id]
     sold, kept = sale.node_ids[1], sale.node_ids[0]
-    fill = SaleFill("k", "sfcompute", sale.block_id, 2, (sold,), 8, sale.hours, sale.cut, sale.price_per_gpu_hour)
+    fill = SaleFill(
+        "k", "sfcompute", sale.block_id, 2, (sold,), 8, sale.hours, sale.cut, sale.price_per_gpu_hour
+    )
     credited = record_sale(c.state, fill)
     assert credited == fill.proceeds == sale.price_per_gpu_hour * 8 * sale.hours
     assert block.sold_back_revenue == credited
@@ -127,7 +142,9 @@ def test_a_sale_of_another_providers_block_or_a_foreign_node_is_refused() -> Non
 
 @given(
     bids=st.lists(
-        st.tuples(st.decimals(Decimal("0.10"), Decimal(9), places=2), st.integers(1, 64)), min_size=1, max_size=12
+        st.tuples(st.decimals(Decimal("0.10"), Decimal(9), places=2), st.integers(1, 64)),
+        min_size=1,
+        max_size=12,
     ),
     gpus=st.integers(1, 128),
 )
@@ -151,7 +168,10 @@ def test_accrual_stops_at_a_sold_nodes_cut() -> None:
     now = at(1200)
     [sale] = resale_step(c.state, now)
     block = c.state.blocks[sale.block_id]
-    record_sale(c.state, SaleFill("k", "sfcompute", sale.block_id, 2, sale.node_ids, 8, sale.hours, sale.cut, Decimal(1)))
+    record_sale(
+        c.state,
+        SaleFill("k", "sfcompute", sale.block_id, 2, sale.node_ids, 8, sale.hours, sale.cut, Decimal(1)),
+    )
     paid_before = block.paid_gpu_s
     later = sale.cut + timedelta(minutes=5)
     accrue(c.state, later)

@@ -65,7 +65,9 @@ class FakeSellBook:
         self.keys.append(req.headers.get("idempotency-key"))
         order_id = f"ordr_sell{len(self.sells)}"
         self.states[order_id] = "filled" if len(self.sells) <= self.fills else "cancelled"
-        return Reply.json({"object": "order", "status": "pending", "id": order_id, "idempotency_key": None}, 201)
+        return Reply.json(
+            {"object": "order", "status": "pending", "id": order_id, "idempotency_key": None}, 201
+        )
 
     def get(self, req: Request) -> Reply:
         order_id = req.path.rsplit("/", 1)[-1]
@@ -93,7 +95,9 @@ def server() -> Iterator[FakeServer]:
 
 def _client(server: FakeServer) -> SFComputeProvider:
     settings = ProviderSettings("sfcompute", server.url, "sk-test", enabled=True)
-    return SFComputeProvider(settings, retry=RetryPolicy(attempts=2, base_delay_s=0.001), sleep=lambda s: None)
+    return SFComputeProvider(
+        settings, retry=RetryPolicy(attempts=2, base_delay_s=0.001), sleep=lambda s: None
+    )
 
 
 def test_a_sell_order_per_node_is_placed_in_sfcomputes_format_and_partly_filled(server: FakeServer) -> None:
@@ -165,13 +169,21 @@ def test_the_executor_turns_a_sell_action_into_the_controllers_sale_event(server
     nodes = (f"{BLOCK}-n0", f"{BLOCK}-n1")
     cut = END - timedelta(hours=3)
     action = SellCapacity(
-        "act-000042", Reason("sell_unused_capacity", "test"), BLOCK, "sfcompute", nodes, cut, 3,
-        Decimal("1.25"), Decimal("1.25") * 16 * 3,
+        "act-000042",
+        Reason("sell_unused_capacity", "test"),
+        BLOCK,
+        "sfcompute",
+        nodes,
+        cut,
+        3,
+        Decimal("1.25"),
+        Decimal("1.25") * 16 * 3,
     )
     outcome = execute(outbox_payload(action, "sfcompute", {}), {"sfcompute": sfc}, NOW)
     [event] = outcome.events
     assert isinstance(event, SaleUpdated) and event.action_id == "act-000042"
     assert event.fill is not None and event.fill.node_ids_sold == nodes[:1]
+
     # A seller that takes no sell orders fails it for good, as a sale that sold nothing.
     class NoResale:
         name = "aws"

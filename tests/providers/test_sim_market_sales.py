@@ -13,7 +13,14 @@ from scalar.domain.market import NodeState
 from scalar.domain.orderbook import optimal_ask
 from scalar.providers.base import ProviderError
 from scalar.providers.sim import BuiltinMarket, MarketConfig
-from tests.providers.conftest_market import T0, drain, market_url, open_market, open_sqlite_market, sfc_request
+from tests.providers.conftest_market import (
+    T0,
+    drain,
+    market_url,
+    open_market,
+    open_sqlite_market,
+    sfc_request,
+)
 
 __all__ = ["market_url", "open_market", "open_sqlite_market"]
 

@@ -34,13 +34,13 @@ from scalar.domain.reasons import Reason
 
 __all__ = [
     "AskLevel",
+    "AskPrice",
     "BookOrder",
     "FillEstimate",
     "LevelScore",
     "OrderbookAnalysis",
     "analyze_orderbook",
     "calculate_optimal_price",
-    "AskPrice",
     "format_usd",
     "optimal_ask",
     "required_gpus_for",
@@ -333,7 +333,16 @@ def optimal_ask(bids: Sequence[BookOrder], gpus: int) -> AskPrice:
         liquidity = min(level.quantity_gpus / gpus, LIQUIDITY_CAP)
         score = depth * WEIGHT_DEPTH + price * WEIGHT_PRICE + liquidity * WEIGHT_LIQUIDITY
         scores.append(
-            LevelScore(i, level.price_per_gpu_hour, cumulative[i], level.quantity_gpus, depth, price, liquidity, score)
+            LevelScore(
+                i,
+                level.price_per_gpu_hour,
+                cumulative[i],
+                level.quantity_gpus,
+                depth,
+                price,
+                liquidity,
+                score,
+            )
         )
     chosen = scores[0]
     for candidate in scores[1:]:

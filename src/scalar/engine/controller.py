@@ -65,10 +65,10 @@ from scalar.engine.events import (
     Tick,
 )
 from scalar.engine.groups import refresh_groups
-from scalar.engine.resale import offer_resales, on_sale_updated
 from scalar.engine.housekeeping import accrue, expire_blocks, release_dead_blocks, release_idle, timeouts
 from scalar.engine.lifecycle import JobState, is_legal
 from scalar.engine.purchases import on_order_updated
+from scalar.engine.resale import offer_resales, on_sale_updated
 from scalar.engine.scheduler import need_text, schedule
 from scalar.engine.state import ClusterState, JobRecord, StoryEntry
 from scalar.engine.transitions import finish, lose_node, preempt, refresh_slice

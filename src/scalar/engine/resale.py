@@ -131,8 +131,17 @@ def resale_step(
         reason = Reason("sell_unused_capacity", why, "gpu_hours", round(forecast, 3), gpus * hours)
         out.append(
             SellBack(
-                block_id, grant.provider, grant.instance_type, nodes, grant.gpus_per_node, hours, cut, price,
-                forecast, kept, reason,
+                block_id,
+                grant.provider,
+                grant.instance_type,
+                nodes,
+                grant.gpus_per_node,
+                hours,
+                cut,
+                price,
+                forecast,
+                kept,
+                reason,
             )
         )
     return tuple(out)
@@ -200,7 +209,9 @@ def on_sale_updated(state: ClusterState, event: SaleUpdated) -> None:
     what the engine offered (that block, those nodes, that cut); an answer to no offer is noted and ignored."""
     offer = state.sales.pop(event.action_id, None)
     if offer is None:
-        state.note("sale", event.action_id, Reason("unknown_sale", f"no sell order {event.action_id} to update"))
+        state.note(
+            "sale", event.action_id, Reason("unknown_sale", f"no sell order {event.action_id} to update")
+        )
         return
     fill = event.fill
     if fill is None:
@@ -224,5 +235,7 @@ def on_sale_updated(state: ClusterState, event: SaleUpdated) -> None:
         f"{format_usd(fill.price_per_gpu_hour)}/GPU-h): {format_usd(credited)} credited to the buyer"
     )
     state.note(
-        "sale", offer.block_id, Reason("capacity_sold", why, "gpus", len(offer.node_ids), len(fill.node_ids_sold))
+        "sale",
+        offer.block_id,
+        Reason("capacity_sold", why, "gpus", len(offer.node_ids), len(fill.node_ids_sold)),
     )

@@ -294,7 +294,9 @@ class BuiltinMarket:
         once, whole nodes, against the book's bids (providers/builtin/sales.py)."""
         name = provider or SFCOMPUTE
         if name != SFCOMPUTE:
-            raise ProviderError(name, f"{name} sells running time, not contracts: there is nothing to resell", retryable=False)
+            raise ProviderError(
+                name, f"{name} sells running time, not contracts: there is nothing to resell", retryable=False
+            )
         if not idempotency_key or len(idempotency_key) > 255:
             raise ProviderError(name, "an idempotency key of 1-255 characters is required", retryable=False)
         with self._at(now, name) as (conn, at_us):

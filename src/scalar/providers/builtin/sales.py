@@ -53,7 +53,13 @@ def load_sale(conn: Connection, provider: str, idempotency_key: str) -> SaleFill
 
 
 def bid_gpus_at_or_above(
-    conn: Connection, catalog: Catalog, config: MarketConfig, seed: int, instance_type: str, price: Decimal, at_us: int
+    conn: Connection,
+    catalog: Catalog,
+    config: MarketConfig,
+    seed: int,
+    instance_type: str,
+    price: Decimal,
+    at_us: int,
 ) -> int:
     """GPUs the book's bids take at ``price`` or more this market hour, less what earlier sales took."""
     hour = hour_bucket(at_us, config.time_scale)
@@ -119,7 +125,9 @@ def place_sale(
         if row.next_us is None or int(row.end_us) != end_us:
             raise refuse(f"node {node_id} has no time left to sell (ended, or its tail was sold already)")
     gpn = int(block.gpus_per_node)
-    available = bid_gpus_at_or_above(conn, catalog, config, seed, block.instance_type, price_per_gpu_hour, at_us)
+    available = bid_gpus_at_or_above(
+        conn, catalog, config, seed, block.instance_type, price_per_gpu_hour, at_us
+    )
     count = min(len(node_ids), available // gpn)
     sold = tuple(sorted(node_ids)[len(node_ids) - count :]) if count else ()
     for node_id in sold:
@@ -148,6 +156,13 @@ def place_sale(
         )
     )
     return SaleFill(
-        idempotency_key, provider, block_id, len(node_ids), sold, gpn, int(market_hours), from_us(cut_us),
+        idempotency_key,
+        provider,
+        block_id,
+        len(node_ids),
+        sold,
+        gpn,
+        int(market_hours),
+        from_us(cut_us),
         price_per_gpu_hour,
     )

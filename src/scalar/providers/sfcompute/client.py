@@ -514,13 +514,17 @@ class SFComputeProvider:
         answer still pending is read back (``GET /v0/orders/{id}``). Scalar names the contract by its buy
         order's id (``block_id``). Asking again with the same key returns the first answer."""
         if not idempotency_key or len(idempotency_key) > 255:
-            raise ProviderError(self.name, "an idempotency key of 1-255 characters is required", retryable=False)
+            raise ProviderError(
+                self.name, "an idempotency key of 1-255 characters is required", retryable=False
+            )
         with self._lock:
             done = self._sales.get(idempotency_key)
         if done is not None:
             return done
         if not price_per_gpu_hour.is_finite() or price_per_gpu_hour <= 0:
-            raise ProviderError(self.name, f"the ask must be a positive price, got {price_per_gpu_hour}", False)
+            raise ProviderError(
+                self.name, f"the ask must be a positive price, got {price_per_gpu_hour}", False
+            )
         if not node_ids or len(set(node_ids)) != len(node_ids):
             raise ProviderError(self.name, "a sale names one or more distinct nodes of the block", False)
         bought = self.fetch_order(block_id)
@@ -529,7 +533,9 @@ class SFComputeProvider:
         mine = node_ids_of(block_id, bought.node_count)
         foreign = [n for n in node_ids if n not in mine]
         if foreign:
-            raise ProviderError(self.name, f"nodes {foreign} are not nodes of order {block_id}", retryable=False)
+            raise ProviderError(
+                self.name, f"nodes {foreign} are not nodes of order {block_id}", retryable=False
+            )
         seconds = (bought.end_at - cut).total_seconds()
         if cut < now - timedelta(minutes=1) or seconds < SECONDS_PER_HOUR or seconds % SECONDS_PER_HOUR:
             raise ProviderError(
@@ -559,14 +565,23 @@ class SFComputeProvider:
             order_id = answer.text("id")
             state = ORDER_STATES.get(answer.text("status"))
             if state is None:
-                raise answer.error("status", f"is {answer.text('status')!r}, not one of {', '.join(ORDER_STATES)}")
+                raise answer.error(
+                    "status", f"is {answer.text('status')!r}, not one of {', '.join(ORDER_STATES)}"
+                )
             if state is OrderState.PENDING:
                 placed = self.fetch_order(order_id)
                 state = placed.state if placed is not None else state
             if state is OrderState.FILLED:
                 sold.append(node)
         fill = SaleFill(
-            idempotency_key, self.name, block_id, len(node_ids), tuple(sold), GPUS_PER_NODE, hours, cut,
+            idempotency_key,
+            self.name,
+            block_id,
+            len(node_ids),
+            tuple(sold),
+            GPUS_PER_NODE,
+            hours,
+            cut,
             price_per_gpu_hour,
         )
         with self._lock:

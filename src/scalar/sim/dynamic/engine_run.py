@@ -182,7 +182,9 @@ class EngineDriver:
                 self.live.pop(node_id, None)
             return []
         if isinstance(action, SellCapacity):  # the simulator's bill has no resale: the offer is declined
-            return [SaleUpdated(self._sid("sale"), action.action_id, None, "the simulator takes no sell orders")]
+            return [
+                SaleUpdated(self._sid("sale"), action.action_id, None, "the simulator takes no sell orders")
+            ]
         raise TypeError(f"unknown action {type(action).__name__}")  # pragma: no cover
 
     def wake(self, now: datetime, tick_s: float) -> datetime | None:
