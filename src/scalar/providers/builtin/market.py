@@ -241,12 +241,15 @@ class BuiltinMarket:
                 return
             reason = "released by the buyer"
             extra: dict[str, str] = {}
-            if block.provider == SFCOMPUTE:
-                sold = self._sell_back(conn, block, len(live), at_us)
+            # Nodes whose tail a sell order already sold (providers/builtin/sales.py) end at their cut: only
+            # the time still the buyer's goes back on the book.
+            unsold = [row for row in live if int(row.end_us) == int(block.end_us)]
+            if block.provider == SFCOMPUTE and unsold:
+                sold = self._sell_back(conn, block, len(unsold), at_us)
                 if sold:
                     hours, price = sold
                     reason += (
-                        f"; the remaining {hours} h of {len(live)} node(s) went back on the book at "
+                        f"; the remaining {hours} h of {len(unsold)} node(s) went back on the book at "
                         f"${price}/GPU-h"
                     )
                     extra = {"sold_back_hours": str(hours), "sold_back_price_per_gpu_hour": str(price)}
