@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scalar.domain.market import Order, OrderState, SaleFill
 from scalar.domain.orderbook import BookOrder, optimal_ask
-from scalar.engine import Controller, ControllerConfig
+from scalar.engine import Controller, ControllerConfig, SaleUpdated, SellCapacity
 from scalar.engine.events import MarketBook, MarketObserved, OrderUpdated
 from scalar.engine.housekeeping import accrue
 from scalar.engine.resale import record_sale, resale_step
@@ -176,3 +176,54 @@ def test_accrual_stops_at_a_sold_nodes_cut() -> None:
     later = sale.cut + timedelta(minutes=5)
     accrue(c.state, later)
     assert block.paid_gpu_s - paid_before == 16 * Decimal((sale.cut - c.state.now).total_seconds())  # type: ignore[operator]
+
+
+def test_an_answer_is_recorded_only_within_the_offer_it_answers() -> None:
+    """The controller offers, the seller answers: an answer to no offer, or naming another block, other
+    nodes or another cut, moves nothing and credits nothing."""
+    c = _controller_with_idle_block()
+    [offer] = c.state.sales.values()  # the controller offered the idle block's time in its last step
+    assert isinstance(offer, SellCapacity) and offer in c.state.recent_actions
+    block = c.state.blocks[offer.block_id]
+
+    def answer(action_id: str, **changes: object) -> SaleUpdated:
+        base = SaleFill(
+            "k",
+            "sfcompute",
+            offer.block_id,
+            len(offer.node_ids),
+            offer.node_ids[:1],
+            8,
+            offer.hours,
+            offer.cut,
+            offer.price_per_gpu_hour,
+        )
+        return SaleUpdated(sid("s"), action_id, replace(base, **changes))  # type: ignore[arg-type]
+
+    c.step(at(1310), [answer("act-999999")])  # no such offer
+    assert block.sold_back_gpu_s == 0 and offer.action_id in c.state.sales
+    c.step(at(1320), [answer(offer.action_id, cut=offer.cut - timedelta(hours=1))])  # more than offered
+    assert block.sold_back_gpu_s == 0 and offer.action_id not in c.state.sales
+    codes = [e.reason.code for e in c.state.story if e.kind == "sale"]
+    assert codes == ["unknown_sale", "sale_mismatch"]
+    # Offered again an hour later; this time the answer fits the offer and is credited once.
+    later = c.state.resale_offered_at[offer.block_id] + timedelta(hours=1)
+    [again] = [a for a in c.step(later, [tick()]) if isinstance(a, SellCapacity)]
+    fill = SaleFill(
+        "k2",
+        "sfcompute",
+        again.block_id,
+        len(again.node_ids),
+        again.node_ids[:1],
+        8,
+        again.hours,
+        again.cut,
+        again.price_per_gpu_hour,
+    )
+    c.step(later, [SaleUpdated(sid("s"), again.action_id, fill)])
+    c.step(later, [SaleUpdated(sid("s"), again.action_id, fill)])  # a duplicate answer: no offer left
+    assert block.sold_back_revenue == fill.proceeds
+    assert [e.reason.code for e in c.state.story if e.kind == "sale"][-2:] == [
+        "capacity_sold",
+        "unknown_sale",
+    ]

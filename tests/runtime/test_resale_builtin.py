@@ -108,4 +108,8 @@ def test_an_idle_block_is_sold_back_in_part_and_the_sold_nodes_are_never_used_ag
     report = loop.c.costs()
     assert_report_adds_up(report)
     assert report.total.sold_back_revenue == proceeds
+    # The proceeds are credited to the tenant the blocks were bought for, and only to it.
+    credited = {t.tenant: t.sold_back_revenue for t in report.by_tenant if t.sold_back_revenue}
+    assert credited == {"default": proceeds}
+    assert loop.c.costs("someone-else").by_tenant == ()
     market.close()

@@ -276,11 +276,14 @@ class AutoscalerOut(BaseModel):
 
 
 class TenantCostOut(BaseModel):
-    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost."""
+    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost, and the resale of
+    blocks bought for it credited to it."""
 
     tenant: str
     gpu_hours: str
     cost: Money
+    sold_back_gpu_hours: str = Field(default="0", description="resold GPU-hours of blocks bought for it")
+    sold_back_revenue: Money = Field(default="0", description="their proceeds, credited to it")
 
 
 class CostLineOut(BaseModel):
