@@ -6,16 +6,15 @@ was sold, and its net cost is what it committed less the proceeds."""
 from __future__ import annotations
 
 import random
-from datetime import timedelta
 from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalar.domain.money import round_micros
-from scalar.engine import Controller, ControllerConfig
 from scalar.domain.market import SaleFill
+from scalar.domain.money import round_micros
 from scalar.domain.orderbook import BookOrder
+from scalar.engine import Controller, ControllerConfig
 from scalar.engine.costs import IDLE_TENANT, BlockAccount, CostLine, CostReport, cost_report
 from scalar.engine.events import MarketBook
 from scalar.engine.resale import record_sale, resale_step

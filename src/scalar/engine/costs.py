@@ -246,9 +246,7 @@ def cost_report(accounts: Iterable[BlockAccount], tenant: str | None = None) -> 
         names = [*atoms, *(t for t in sorted(credit) if t not in atoms and t != IDLE_TENANT)]
         if IDLE_TENANT in held or IDLE_TENANT in credit:
             names.append(IDLE_TENANT)
-        rows = [
-            TenantCost(t, *held.get(t, (_ZERO, _ZERO)), *credit.get(t, (_ZERO, _ZERO))) for t in names
-        ]
+        rows = [TenantCost(t, *held.get(t, (_ZERO, _ZERO)), *credit.get(t, (_ZERO, _ZERO))) for t in names]
         for row in rows:
             h, c, sh, sr = tenants.get(row.tenant, (_ZERO, _ZERO, _ZERO, _ZERO))
             tenants[row.tenant] = (
