@@ -100,3 +100,28 @@ class NodeEvent:
     job_succeeded: bool | None = None
     reason: str | None = None
     details: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SaleFill:
+    """What a seller filled of a sell order on a block's remaining time: whole nodes, each sold from
+    ``cut`` to the block's end (``hours`` whole hours) at ``price_per_gpu_hour``. ``nodes_offered`` minus
+    the sold nodes went unsold (the rest of the order was cancelled)."""
+
+    order_key: str
+    provider: str
+    block_id: str
+    nodes_offered: int
+    node_ids_sold: tuple[str, ...]
+    gpus_per_node: int
+    hours: int
+    cut: datetime
+    price_per_gpu_hour: Decimal
+
+    @property
+    def gpus_sold(self) -> int:
+        return self.gpus_per_node * len(self.node_ids_sold)
+
+    @property
+    def proceeds(self) -> Decimal:
+        return self.price_per_gpu_hour * self.gpus_sold * self.hours

@@ -34,6 +34,7 @@ from scalar.domain.reasons import Reason
 
 __all__ = [
     "AskLevel",
+    "AskPrice",
     "BookOrder",
     "FillEstimate",
     "LevelScore",
@@ -41,6 +42,7 @@ __all__ = [
     "analyze_orderbook",
     "calculate_optimal_price",
     "format_usd",
+    "optimal_ask",
     "required_gpus_for",
     "score_level",
 ]
@@ -283,6 +285,79 @@ def analyze_orderbook(
     )
     return _analysis(
         facts, required_gpus, best.price_per_gpu_hour, best.index, min_viable, False, scores, reason
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AskPrice:
+    """The ask for selling ``gpus`` GPUs (the algorithm's mirror) and why: ``None`` when the book has no
+    bids; ``insufficient_liquidity`` when the bids hold fewer GPUs than offered (the best bid is asked)."""
+
+    price_per_gpu_hour: Decimal | None
+    insufficient_liquidity: bool
+    chosen: LevelScore | None
+    reason: Reason
+
+
+def optimal_ask(bids: Sequence[BookOrder], gpus: int) -> AskPrice:
+    """The seed's algorithm mirrored for a seller: the bids sorted highest first, cumulative quantity down
+    the book, the minimum viable index the first bid whose cumulative quantity covers ``gpus``; the levels
+    from it to it + 5 are scored as for a buyer (depth, liquidity), the price term being
+    ``level_price / min_viable_price`` (a lower bid sells deeper but for less). The best score wins, the
+    first (highest) of equals. Asking at the chosen bid sells, in expectation, to every bid at or above it."""
+    _check_positive_int("gpus", gpus)
+    _check_orders("bids", bids)
+    ordered = sorted(bids, key=lambda b: b.price_per_gpu_hour, reverse=True)
+    if not ordered:
+        why = f"the book has no bids: no price to ask for {gpus} GPUs"
+        return AskPrice(None, True, None, Reason("no_bids", why, "gpus", gpus, 0))
+    cumulative: list[int] = []
+    running = 0
+    for order in ordered:
+        running += order.quantity_gpus
+        cumulative.append(running)
+    min_viable = next((i for i, c in enumerate(cumulative) if c >= gpus), None)
+    if min_viable is None:
+        best = ordered[0].price_per_gpu_hour
+        why = (
+            f"the bids hold {running} GPUs in all, fewer than the {gpus} offered: asking the best bid "
+            f"{format_usd(best)}/GPU-h"
+        )
+        return AskPrice(best, True, None, Reason("insufficient_bids", why, "gpus", gpus, running))
+    floor = ordered[min_viable].price_per_gpu_hour
+    scores: list[LevelScore] = []
+    for i in range(min_viable, min(min_viable + LEVELS_BEYOND_MIN_VIABLE + 1, len(ordered))):
+        level = ordered[i]
+        depth = min(cumulative[i] / gpus, DEPTH_CAP)
+        price = float(level.price_per_gpu_hour) / float(floor)
+        liquidity = min(level.quantity_gpus / gpus, LIQUIDITY_CAP)
+        score = depth * WEIGHT_DEPTH + price * WEIGHT_PRICE + liquidity * WEIGHT_LIQUIDITY
+        scores.append(
+            LevelScore(
+                i,
+                level.price_per_gpu_hour,
+                cumulative[i],
+                level.quantity_gpus,
+                depth,
+                price,
+                liquidity,
+                score,
+            )
+        )
+    chosen = scores[0]
+    for candidate in scores[1:]:
+        if candidate.score > chosen.score:
+            chosen = candidate
+    why = (
+        f"ask {format_usd(chosen.price_per_gpu_hour)}/GPU-h for {gpus} GPUs: bid level {chosen.index} scores "
+        f"{chosen.score:.3f} (depth {chosen.depth_score:.2f}, price {chosen.price_score:.3f}, liquidity "
+        f"{chosen.liquidity_score:.2f}); {chosen.cumulative_quantity} GPUs bid at or above it"
+    )
+    return AskPrice(
+        chosen.price_per_gpu_hour,
+        False,
+        chosen,
+        Reason("optimal_ask", why, "gpus", gpus, chosen.cumulative_quantity),
     )
 
 

@@ -3,7 +3,15 @@
 Deterministic: the same config and the same ``(now, events)`` sequence give the same actions and state.
 """
 
-from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock, StartWork, StopWork, WorkPlacement
+from scalar.engine.actions import (
+    Action,
+    BuyCapacity,
+    ReleaseBlock,
+    SellCapacity,
+    StartWork,
+    StopWork,
+    WorkPlacement,
+)
 from scalar.engine.codec import action_from_dict, action_to_dict, event_from_dict, event_to_dict
 from scalar.engine.config import ConfigError, ControllerConfig, ScaleGroupConfig, TierConfig
 from scalar.engine.controller import Controller
@@ -17,6 +25,7 @@ from scalar.engine.events import (
     MarketObserved,
     NodeReported,
     OrderUpdated,
+    SaleUpdated,
     Tick,
 )
 from scalar.engine.lifecycle import IllegalTransitionError, JobState, OrderStatus, SliceState
@@ -41,7 +50,9 @@ __all__ = [
     "OrderStatus",
     "OrderUpdated",
     "ReleaseBlock",
+    "SaleUpdated",
     "ScaleGroupConfig",
+    "SellCapacity",
     "SliceState",
     "StartWork",
     "StopWork",

@@ -8,6 +8,8 @@ counter in the controller's state (``act-000017``), so a replay produces the ver
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 
 from scalar.domain.market import CapacityRequest
 from scalar.domain.reasons import Reason
@@ -79,5 +81,22 @@ class ReleaseBlock:
     why: str
 
 
-Action = BuyCapacity | StartWork | StopWork | ReleaseBlock
-ACTION_TYPES: tuple[type, ...] = (BuyCapacity, StartWork, StopWork, ReleaseBlock)
+@dataclass(frozen=True, slots=True)
+class SellCapacity:
+    """Offer the time of ``node_ids`` of block ``block_id`` from ``cut`` to the block's end (``hours`` whole
+    hours) back to ``provider``'s book at ``price_per_gpu_hour`` (engine/resale.py); the seller answers
+    with what filled (``SaleUpdated``)."""
+
+    action_id: str
+    reason: Reason
+    block_id: str
+    provider: str
+    node_ids: tuple[str, ...]
+    cut: datetime
+    hours: int
+    price_per_gpu_hour: Decimal
+    expected_proceeds: Decimal
+
+
+Action = BuyCapacity | StartWork | StopWork | ReleaseBlock | SellCapacity
+ACTION_TYPES: tuple[type, ...] = (BuyCapacity, StartWork, StopWork, ReleaseBlock, SellCapacity)

@@ -11,7 +11,9 @@ One step:
 3. end expired contracts, time out requests and boots, release blocks with no live node;
 4. schedule pending jobs onto READY nodes (``StartWork``);
 5. route what is still unplaced and buy for it (``BuyCapacity``);
-6. release idle blocks (``ReleaseBlock``).
+6. offer the remaining time of idle SFCompute blocks the forecast will not use back to the seller
+   (``SellCapacity``, engine/resale.py; its answer is a ``SaleUpdated`` event);
+7. release idle blocks (``ReleaseBlock``).
 
 Bad input never raises out of ``step``: an invalid job is REJECTED with its reasons, a stale or unknown
 report is ignored and written into the story. Only a naive ``now`` (no time zone) raises.
@@ -60,12 +62,14 @@ from scalar.engine.events import (
     MarketObserved,
     NodeReported,
     OrderUpdated,
+    SaleUpdated,
     Tick,
 )
 from scalar.engine.groups import refresh_groups
 from scalar.engine.housekeeping import accrue, expire_blocks, release_dead_blocks, release_idle, timeouts
 from scalar.engine.lifecycle import JobState, is_legal
 from scalar.engine.purchases import on_order_updated
+from scalar.engine.resale import offer_resales, on_sale_updated
 from scalar.engine.scheduler import need_text, schedule
 from scalar.engine.state import ClusterState, JobRecord, StoryEntry
 from scalar.engine.transitions import finish, lose_node, preempt, refresh_slice
@@ -101,6 +105,7 @@ class Controller:
         end_removed_hosts(state)
         schedule(state, self.config, now)
         autoscale(state, self.config, now)
+        offer_resales(state, now)
         release_idle(state, self.config, now)
         actions, state.outbox = state.outbox, []
         return actions
@@ -128,6 +133,8 @@ class Controller:
             on_agent_registered(self.state, event)
         elif isinstance(event, AssignmentReported):
             on_assignment_reported(self.state, event)
+        elif isinstance(event, SaleUpdated):
+            on_sale_updated(self.state, event)
         elif isinstance(event, BudgetsChanged):  # spend limits are part of the log: a replay decides the same
             self.config = dataclasses.replace(self.config, budgets=event.limits)
             self.state.note("budgets", "budgets", Reason("budgets_changed", budgets_text(event.limits)))

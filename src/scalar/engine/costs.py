@@ -11,8 +11,12 @@ The identity ``paid = delivered + idle`` holds exactly at every level (block, pr
 atoms are each block's paid GPU-hours and each (block, tenant)'s GPU-hours, rounded once to micro-hours;
 idle is what a block paid for that no tenant held, and every total is a sum of atoms. Money the same way:
 a block's accrued cost splits into its tenants' shares (by the GPU-seconds they held) and its idle cost.
-Resold capacity (``sold_back_gpu_hours``, ``sold_back_revenue``) is reported with each block; the revenue
-is credited against the spend in ``net_cost`` and ``cost_per_delivered_gpu_hour``.
+Resold capacity (``sold_back_gpu_hours``, ``sold_back_revenue``; engine/resale.py) is reported with each
+block. Sold GPU-hours are not paid-for time (accrual stops at a sold node's cut), so ``paid = delivered +
+idle`` still holds, and for a block held to its end ``committed GPU-hours = paid + sold back``. What the
+sold hours cost under the contract (``sold_back_cost``) is added back and the proceeds taken off:
+``net_cost = accrued + sold_back_cost - sold_back_revenue``, for a block held to its end its committed value
+less the resale proceeds; ``cost_per_delivered_gpu_hour`` divides ``net_cost``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class BlockAccount:
     committed: Decimal
     sold_back_gpu_s: Decimal = _ZERO
     sold_back_revenue: Decimal = _ZERO
+    sold_back_cost: Decimal = _ZERO  # what the sold GPU-seconds cost under the contract
+    buyers: tuple[str, ...] = ()  # the tenants the block was bought for: its resale is credited to them
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,8 @@ class TenantCost:
     tenant: str
     gpu_hours: Decimal
     cost: Decimal
+    sold_back_gpu_hours: Decimal = _ZERO  # the resale credited to this tenant (a buyer of the block)
+    sold_back_revenue: Decimal = _ZERO
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +78,13 @@ class CostLine:
     idle_cost: Decimal
     sold_back_gpu_hours: Decimal
     sold_back_revenue: Decimal
+    sold_back_cost: Decimal = _ZERO
 
     @property
     def net_cost(self) -> Decimal:
-        """Spend less resale proceeds."""
-        return self.accrued - self.sold_back_revenue
+        """Spend, plus what the resold hours cost under their contracts, less resale proceeds: a block held
+        to its end costs its committed value less what its resale brought in."""
+        return self.accrued + self.sold_back_cost - self.sold_back_revenue
 
     @property
     def cost_per_delivered_gpu_hour(self) -> Decimal | None:
@@ -177,8 +187,28 @@ def block_line(account: BlockAccount) -> tuple[CostLine, dict[str, tuple[Decimal
         idle_cost=accrued - charged,
         sold_back_gpu_hours=round_micros(account.sold_back_gpu_s / HOUR),
         sold_back_revenue=round_micros(account.sold_back_revenue),
+        sold_back_cost=round_micros(account.sold_back_cost),
     )
     return line, {t: (hours[t], money[t]) for t in sorted(held)}
+
+
+def _split(total: Decimal, names: tuple[str, ...]) -> dict[str, Decimal]:
+    """``total`` in equal micro-rounded parts, the rounding residue on the first name: sums exactly."""
+    part = round_micros(total / len(names))
+    out = dict.fromkeys(names, part)
+    out[names[0]] += total - part * len(names)
+    return out
+
+
+def resale_credit(line: CostLine, buyers: tuple[str, ...]) -> dict[str, tuple[Decimal, Decimal]]:
+    """A block's resold GPU-hours and proceeds credited to the tenants it was bought for, in equal parts
+    (``(idle)`` when it was bought for no job: a ``min_slices`` floor)."""
+    if not line.sold_back_gpu_hours and not line.sold_back_revenue:
+        return {}
+    names = tuple(sorted(set(buyers))) or (IDLE_TENANT,)
+    hours = _split(line.sold_back_gpu_hours, names)
+    money = _split(line.sold_back_revenue, names)
+    return {t: (hours[t], money[t]) for t in names}
 
 
 def _add(a: CostLine, b: CostLine) -> CostLine:
@@ -192,6 +222,7 @@ def _add(a: CostLine, b: CostLine) -> CostLine:
         a.idle_cost + b.idle_cost,
         a.sold_back_gpu_hours + b.sold_back_gpu_hours,
         a.sold_back_revenue + b.sold_back_revenue,
+        a.sold_back_cost + b.sold_back_cost,
     )
 
 
@@ -203,22 +234,32 @@ def cost_report(accounts: Iterable[BlockAccount], tenant: str | None = None) -> 
     total = EMPTY_LINE
     providers: dict[str, CostLine] = {}
     blocks: list[BlockCostLine] = []
-    tenants: dict[str, tuple[Decimal, Decimal]] = {}
+    tenants: dict[str, tuple[Decimal, Decimal, Decimal, Decimal]] = {}
     for account in accounts:
         line, atoms = block_line(account)
         total = _add(total, line)
         providers[account.provider] = _add(providers.get(account.provider, EMPTY_LINE), line)
-        rows = [TenantCost(t, h, c) for t, (h, c) in atoms.items()]
+        held = {t: (h, c) for t, (h, c) in atoms.items()}
         if line.paid_gpu_hours or line.accrued:
-            rows.append(TenantCost(IDLE_TENANT, line.idle_gpu_hours, line.idle_cost))
+            held[IDLE_TENANT] = (line.idle_gpu_hours, line.idle_cost)
+        credit = resale_credit(line, account.buyers)
+        names = [*atoms, *(t for t in sorted(credit) if t not in atoms and t != IDLE_TENANT)]
+        if IDLE_TENANT in held or IDLE_TENANT in credit:
+            names.append(IDLE_TENANT)
+        rows = [TenantCost(t, *held.get(t, (_ZERO, _ZERO)), *credit.get(t, (_ZERO, _ZERO))) for t in names]
         for row in rows:
-            h, c = tenants.get(row.tenant, (_ZERO, _ZERO))
-            tenants[row.tenant] = (h + row.gpu_hours, c + row.cost)
+            h, c, sh, sr = tenants.get(row.tenant, (_ZERO, _ZERO, _ZERO, _ZERO))
+            tenants[row.tenant] = (
+                h + row.gpu_hours,
+                c + row.cost,
+                sh + row.sold_back_gpu_hours,
+                sr + row.sold_back_revenue,
+            )
         mine = tuple(r for r in rows if tenant is None or r.tenant == tenant)
         blocks.append(BlockCostLine(account.block_id, account.provider, account.status, line, mine))
     by_tenant = tuple(
-        TenantCost(t, h, c)
-        for t, (h, c) in sorted(tenants.items(), key=lambda kv: (kv[0] == IDLE_TENANT, kv[0]))
+        TenantCost(t, h, c, sh, sr)
+        for t, (h, c, sh, sr) in sorted(tenants.items(), key=lambda kv: (kv[0] == IDLE_TENANT, kv[0]))
         if tenant is None or t == tenant
     )
     return CostReport(
@@ -274,7 +315,21 @@ def account_of(state: ClusterState, block: BlockRecord) -> BlockAccount:
         committed=block.committed,
         sold_back_gpu_s=block.sold_back_gpu_s,
         sold_back_revenue=block.sold_back_revenue,
+        sold_back_cost=block.sold_back_cost,
+        buyers=buyers_of(state, block),
     )
+
+
+def buyers_of(state: ClusterState, block: BlockRecord) -> tuple[str, ...]:
+    """The tenants whose jobs the block was bought for (its order's ``for_jobs``), sorted."""
+    order = state.orders.get(block.order_key) if block.order_key else None
+    if order is None:
+        return ()
+    names = set()
+    for job_id in order.for_jobs:
+        rec = state.jobs.get(job_id)
+        names.add(tenant_of(rec.spec) if rec is not None else "default")
+    return tuple(sorted(names))
 
 
 def costs(state: ClusterState, tenant: str | None = None) -> CostReport:
@@ -306,4 +361,6 @@ def extrapolate(
         account.committed,
         account.sold_back_gpu_s,
         account.sold_back_revenue,
+        account.sold_back_cost,
+        account.buyers,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from scalar.domain.market import NodeEvent, Order
+from scalar.domain.market import NodeEvent, Order, SaleFill
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.domain.orderbook import BookOrder
 from scalar.engine.budget import BudgetLimit
@@ -200,6 +200,17 @@ class AssignmentReported:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SaleUpdated:
+    """What the seller filled of the ``SellCapacity`` ``action_id`` (``fill``), or why it could not place it
+    (``error``: nothing was sold)."""
+
+    stimulus_id: str
+    action_id: str
+    fill: SaleFill | None
+    error: str | None = None
+
+
 Event = (
     JobSubmitted
     | JobCancelRequested
@@ -213,6 +224,7 @@ Event = (
     | AgentRegistered
     | AssignmentReported
     | BudgetsChanged
+    | SaleUpdated
 )
 EVENT_TYPES: tuple[type, ...] = (
     JobSubmitted,
@@ -227,4 +239,5 @@ EVENT_TYPES: tuple[type, ...] = (
     AgentRegistered,
     AssignmentReported,
     BudgetsChanged,
+    SaleUpdated,
 )

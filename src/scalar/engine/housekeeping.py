@@ -47,25 +47,37 @@ def accrue(state: ClusterState, now: datetime) -> None:
         end = min(now, block.block.end_time)
         if end <= start:
             continue
-        dt = exact_seconds(end - start)
-        gpus = block.block.gpus_per_node * len(block.node_ids)
-        block.paid_gpu_s += gpus * dt
-        block.accrued += block.grant.price_per_gpu_hour * gpus * dt / _HOUR
-        busy = 0
+        # A node whose remaining time was sold back (engine/resale.py) is paid and used until the cut.
+        stops: dict[datetime, int] = {}
+        for node_id in block.node_ids:
+            node = state.nodes.get(node_id)
+            stop = min(end, node.node.block.end_time) if node is not None else end
+            stops[stop] = stops.get(stop, 0) + 1
+        for stop, count in sorted(stops.items()):
+            if stop > start:
+                gpus = block.block.gpus_per_node * count
+                dt = exact_seconds(stop - start)
+                block.paid_gpu_s += gpus * dt
+                block.accrued += block.grant.price_per_gpu_hour * gpus * dt / _HOUR
+        busy = _ZERO
         for node_id in block.node_ids:
             node = state.nodes.get(node_id)
             if node is not None and node.live and node.jobs:
+                stop = min(end, node.node.block.end_time)
+                if stop <= start:
+                    continue
+                dt = exact_seconds(stop - start)
                 by_job = block.busy_gpu_s_by_job  # who held each GPU: costs are attributed by GPU-hours
                 for slot in node.node.gpu_slots:
                     if slot.job_id is not None:
-                        busy += 1
+                        busy += dt
                         by_job[slot.job_id] = by_job.get(slot.job_id, _ZERO) + dt
                     elif slot.job_ids:
-                        busy += 1
+                        busy += dt
                         share = dt / len(slot.job_ids)
                         for job_id in slot.job_ids:
                             by_job[job_id] = by_job.get(job_id, _ZERO) + share
-        block.busy_gpu_s += busy * dt
+        block.busy_gpu_s += busy
 
 
 def expire_blocks(state: ClusterState, now: datetime) -> None:

@@ -17,7 +17,7 @@ from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import Action, WorkPlacement
-from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now
+from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of
 from scalar.engine.groups import availability_of
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.state import (
@@ -107,6 +107,8 @@ class BlockView:
     busy_gpus_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
     sold_back_gpu_s: Decimal = Decimal(0)
     sold_back_revenue: Decimal = Decimal(0)
+    sold_back_cost: Decimal = Decimal(0)
+    buyers: tuple[str, ...] = ()  # the tenants it was bought for (its resale is credited to them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +268,8 @@ def block_view(rec: BlockRecord, state: ClusterState) -> BlockView:
         busy_gpus_by_tenant=busy_by_tenant(state, busy_gpus_now(state, rec)),
         sold_back_gpu_s=rec.sold_back_gpu_s,
         sold_back_revenue=rec.sold_back_revenue,
+        sold_back_cost=rec.sold_back_cost,
+        buyers=buyers_of(state, rec),
     )
 
 

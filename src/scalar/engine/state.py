@@ -22,7 +22,7 @@ from scalar.domain.packing_scalar import ShapeWindow
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import RoutingDecision
 from scalar.domain.tier import Tier
-from scalar.engine.actions import Action
+from scalar.engine.actions import Action, SellCapacity
 from scalar.engine.config import ScaleGroupConfig
 from scalar.engine.events import JobSpec, MarketBook
 from scalar.engine.lifecycle import (
@@ -142,6 +142,7 @@ class BlockRecord:
     busy_gpu_s_by_job: dict[str, Decimal] = field(default_factory=dict)  # cost attribution (queries.costs)
     sold_back_gpu_s: Decimal = Decimal(0)  # GPU-seconds of the contract resold to the market
     sold_back_revenue: Decimal = Decimal(0)  # what the resale credited the buyer
+    sold_back_cost: Decimal = Decimal(0)  # what the resold GPU-seconds cost under the contract
     fixed: bool = False  # a user-owned host (bring your own node): never released for idleness
 
     @property
@@ -240,6 +241,10 @@ class ClusterState:
         # The jobs that arrived lately, as (when, job): the demand forecast contracts are sized against
         # (engine/contract_sizing.py; pruned to its forecast window).
         self.arrived_jobs: deque[tuple[datetime, Job]] = deque()
+        # Sell orders on blocks' remaining time (engine/resale.py): each offer by action id, and when each
+        # block was last offered (one offer an hour at most).
+        self.sales: dict[str, SellCapacity] = {}
+        self.resale_offered_at: dict[str, datetime] = {}
         self.cause = "init"
         self.steps = 0
         self.recent_actions: deque[Action] = deque(maxlen=RECENT_ACTIONS)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
-from scalar.domain.market import CapacityRequest, NodeEvent, Order
+from scalar.domain.market import CapacityRequest, NodeEvent, Order, SaleFill
 from scalar.domain.offers import Offer
 from scalar.domain.orderbook import BookOrder
 
@@ -74,3 +75,23 @@ class WorkRunner(Protocol):
     def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None: ...
 
     def stop_work(self, node_id: str, job_id: str, now: datetime) -> None: ...
+
+
+@runtime_checkable
+class Reseller(Protocol):
+    """A seller of contracts whose buyers may sell unused time back (SFCompute, and the built-in market's
+    face of it): a sell order on part or all of a block's remaining time, keyed like a purchase."""
+
+    def sell(
+        self,
+        block_id: str,
+        node_ids: Sequence[str],
+        cut: datetime,
+        price_per_gpu_hour: Decimal,
+        idempotency_key: str,
+        now: datetime,
+    ) -> SaleFill:
+        """Offer ``node_ids``' time from ``cut`` to their block's end; returns what filled (whole nodes)."""
+        ...
+
+    def get_sale(self, idempotency_key: str, now: datetime) -> SaleFill | None: ...

@@ -30,13 +30,15 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    SaleUpdated,
+    SellCapacity,
     StartWork,
     StopWork,
     action_from_dict,
 )
 from scalar.engine.codec import action_to_dict
 from scalar.engine.events import Event
-from scalar.providers.base import Provider, ProviderError, WorkRunner
+from scalar.providers.base import Provider, ProviderError, Reseller, WorkRunner
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,16 @@ def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: 
         if isinstance(action, ReleaseBlock):
             provider.release(action.block_id, now)
             return Outcome(result={"released": action.block_id})
+        if isinstance(action, SellCapacity):
+            if not isinstance(provider, Reseller):
+                raise ProviderError(provider.name, "takes no sell orders on its contracts", retryable=False)
+            fill = provider.sell(
+                action.block_id, action.node_ids, action.cut, action.price_per_gpu_hour, action.action_id, now
+            )
+            return Outcome(
+                [SaleUpdated(f"result:{action.action_id}", action.action_id, fill)],
+                result={"block_id": action.block_id, "nodes_sold": list(fill.node_ids_sold)},
+            )
         raise AssertionError(f"unknown action {type(action).__name__}")  # pragma: no cover
     except ProviderError as err:
         message = str(err)
@@ -132,6 +144,8 @@ def _failure_events(
 ) -> list[Event]:
     if isinstance(action, BuyCapacity):
         return [OrderUpdated(f"result:{action.action_id}", action.action_id, _rejected(action, message))]
+    if isinstance(action, SellCapacity):
+        return [SaleUpdated(f"result:{action.action_id}", action.action_id, None, message)]
     if isinstance(action, StartWork):
         done = {e.node_id for e in started if isinstance(e, JobStarted)}
         failed = next((p.node_id for p in action.placements if p.node_id not in done), action.node_id)

@@ -28,7 +28,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scalar.domain.offers import Offer
-from scalar.engine import Action, BuyCapacity, Controller, MarketObserved, ReleaseBlock, StartWork, Tick
+from scalar.engine import (
+    Action,
+    BuyCapacity,
+    Controller,
+    MarketObserved,
+    ReleaseBlock,
+    SellCapacity,
+    StartWork,
+    Tick,
+)
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
 from scalar.engine.snapshot import market_key, market_snapshot, snapshot
@@ -207,6 +216,8 @@ class Leader:
         state = self.controller.state
         if isinstance(action, BuyCapacity):
             return action.request.provider, {}
+        if isinstance(action, SellCapacity):
+            return action.provider, {}
         if isinstance(action, ReleaseBlock):
             block = state.blocks.get(action.block_id)
             if block is not None and block.fixed:

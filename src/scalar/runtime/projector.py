@@ -98,7 +98,7 @@ class Projector:
             elif kind == "order" or (kind == "action" and key in state.orders):
                 orders[key] = None
                 groups_dirty = True
-            elif kind == "action" and key in state.blocks:
+            elif kind in ("action", "sale") and key in state.blocks:  # a sale moves the block's accounting
                 blocks[key] = None
             else:
                 groups_dirty = True

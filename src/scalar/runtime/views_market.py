@@ -241,6 +241,8 @@ def block_account(row: Any, now: datetime) -> BlockAccount:
         committed=Decimal(data.get("committed") or 0),
         sold_back_gpu_s=Decimal(data.get("sold_back_gpu_s") or 0),
         sold_back_revenue=Decimal(data.get("sold_back_revenue") or 0),
+        sold_back_cost=Decimal(data.get("sold_back_cost") or 0),
+        buyers=tuple(str(t) for t in data.get("buyers") or ()),
     )
     since = parse_time(data.get("accounted_at"))
     end = parse_time(data.get("end_time"))
@@ -278,7 +280,16 @@ def _line(line: CostLine) -> dict[str, Any]:
 
 
 def _tenants(rows: tuple[TenantCost, ...]) -> list[dict[str, Any]]:
-    return [{"tenant": t.tenant, "gpu_hours": money(t.gpu_hours), "cost": money(t.cost)} for t in rows]
+    return [
+        {
+            "tenant": t.tenant,
+            "gpu_hours": money(t.gpu_hours),
+            "cost": money(t.cost),
+            "sold_back_gpu_hours": money(t.sold_back_gpu_hours),
+            "sold_back_revenue": money(t.sold_back_revenue),
+        }
+        for t in rows
+    ]
 
 
 def cost_answer(report: CostReport) -> dict[str, Any]:

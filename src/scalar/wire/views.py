@@ -322,11 +322,14 @@ class AutoscalerOut(BaseModel):
 
 
 class TenantCostOut(BaseModel):
-    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost."""
+    """One tenant's share of the contracts: the GPU-hours its jobs held and their cost, and the resale of
+    blocks bought for it credited to it."""
 
     tenant: str
     gpu_hours: str
     cost: Money
+    sold_back_gpu_hours: str = Field(default="0", description="resold GPU-hours of blocks bought for it")
+    sold_back_revenue: Money = Field(default="0", description="their proceeds, credited to it")
 
 
 class CostLineOut(BaseModel):
@@ -341,7 +344,9 @@ class CostLineOut(BaseModel):
     idle_cost: Money = Field(description="what the idle GPU-hours cost")
     sold_back_gpu_hours: str = Field(description="GPU-hours of the contracts resold to the market")
     sold_back_revenue: Money = Field(description="what the resale credited")
-    net_cost: Money = Field(description="accrued less the resale revenue")
+    net_cost: Money = Field(
+        description="accrued, plus what resold hours cost under their contracts, less the resale revenue"
+    )
     cost_per_delivered_gpu_hour: Money | None = Field(description="net cost / delivered GPU-hours")
     utilization: float | None = Field(description="delivered / paid GPU-hours")
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from sqlalchemy import Connection, Engine, bindparam, exists, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order
+from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, SaleFill
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.base import Book, Provider, ProviderError
 from scalar.providers.builtin import schema
@@ -44,6 +44,7 @@ from scalar.providers.builtin.lifecycle import (
 from scalar.providers.builtin.liquidity import live_book
 from scalar.providers.builtin.purchase import Seller, place_order
 from scalar.providers.builtin.records import load_order
+from scalar.providers.builtin.sales import load_sale, place_sale
 from scalar.providers.builtin.timeline import CAUSE_RELEASED
 from scalar.providers.catalog import Catalog, load_catalog
 
@@ -263,12 +264,15 @@ class BuiltinMarket:
                 return
             reason = "released by the buyer"
             extra: dict[str, str] = {}
-            if block.provider == SFCOMPUTE:
-                sold = self._sell_back(conn, block, len(live), at_us)
+            # Nodes whose tail a sell order already sold (providers/builtin/sales.py) end at their cut: only
+            # the time still the buyer's goes back on the book.
+            unsold = [row for row in live if int(row.end_us) == int(block.end_us)]
+            if block.provider == SFCOMPUTE and unsold:
+                sold = self._sell_back(conn, block, len(unsold), at_us)
                 if sold:
                     hours, price = sold
                     reason += (
-                        f"; the remaining {hours} h of {len(live)} node(s) went back on the book at "
+                        f"; the remaining {hours} h of {len(unsold)} node(s) went back on the book at "
                         f"${price}/GPU-h"
                     )
                     extra = {"sold_back_hours": str(hours), "sold_back_price_per_gpu_hour": str(price)}
@@ -300,6 +304,47 @@ class BuiltinMarket:
             )
         )
         return hours, price
+
+    @_database_errors
+    def sell(
+        self,
+        block_id: str,
+        node_ids: Sequence[str],
+        cut: datetime,
+        price_per_gpu_hour: Decimal,
+        idempotency_key: str,
+        now: datetime,
+        provider: str | None = None,
+    ) -> SaleFill:
+        """Offer ``node_ids``' time from ``cut`` to their block's end at ``price_per_gpu_hour``; filled at
+        once, whole nodes, against the book's bids (providers/builtin/sales.py)."""
+        name = provider or SFCOMPUTE
+        if name != SFCOMPUTE:
+            raise ProviderError(
+                name, f"{name} sells running time, not contracts: there is nothing to resell", retryable=False
+            )
+        if not idempotency_key or len(idempotency_key) > 255:
+            raise ProviderError(name, "an idempotency key of 1-255 characters is required", retryable=False)
+        with self._at(now, name) as (conn, at_us):
+            return place_sale(
+                conn,
+                self.catalog,
+                self.config,
+                self.seed,
+                provider=name,
+                block_id=block_id,
+                node_ids=tuple(node_ids),
+                cut_us=to_us(cut, name),
+                price_per_gpu_hour=price_per_gpu_hour,
+                idempotency_key=idempotency_key,
+                at_us=at_us,
+            )
+
+    @_database_errors
+    def get_sale(self, provider: str, idempotency_key: str, now: datetime) -> SaleFill | None:
+        to_us(now, provider)
+        with self.engine.connect() as conn:
+            return load_sale(conn, provider, idempotency_key)
 
     # -- work on nodes --------------------------------------------------------------------------------
     def _node(self, conn: Connection, node_id: str, provider: str | None) -> Any:
@@ -466,6 +511,20 @@ class MarketProvider:
 
     def release(self, block_id: str, now: datetime) -> None:
         self.market.release(block_id, now, provider=self.name)
+
+    def sell(
+        self,
+        block_id: str,
+        node_ids: Sequence[str],
+        cut: datetime,
+        price_per_gpu_hour: Decimal,
+        idempotency_key: str,
+        now: datetime,
+    ) -> SaleFill:
+        return self.market.sell(block_id, node_ids, cut, price_per_gpu_hour, idempotency_key, now, self.name)
+
+    def get_sale(self, idempotency_key: str, now: datetime) -> SaleFill | None:
+        return self.market.get_sale(self.name, idempotency_key, now)
 
     def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
         self.market.start_work(node_id, job_id, expected_duration_s, now, provider=self.name)

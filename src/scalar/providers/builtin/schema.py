@@ -128,6 +128,26 @@ fills = Table(
     Index("ix_market_fills_level", "level_key"),
 )
 
+sales = Table(  # sell orders on the remaining time of a block's nodes (providers/builtin/sales.py)
+    "market_sales",
+    market_metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("idempotency_key", String(255), nullable=False, unique=True),
+    Column("provider", String(40), nullable=False),
+    Column("block_id", String(80), nullable=False, index=True),
+    Column("instance_type", String(40), nullable=False),
+    Column("hour", BigInteger, nullable=False),
+    Column("nodes_offered", Integer, nullable=False),
+    Column("node_ids_sold", String(4000), nullable=False),  # space-separated
+    Column("gpus_per_node", Integer, nullable=False),
+    Column("quantity_gpus", Integer, nullable=False),  # GPUs sold (bid depth taken this hour)
+    Column("hours", Integer, nullable=False),
+    Column("cut_us", BigInteger, nullable=False),
+    Column("price_per_gpu_hour", String(40), nullable=False),
+    Column("placed_us", BigInteger, nullable=False),
+    Index("ix_market_sales_book", "instance_type", "hour"),
+)
+
 resales = Table(
     "market_resales",
     market_metadata,

@@ -35,6 +35,7 @@ from scalar.domain.market import (
     NodeState,
     Order,
     OrderState,
+    SaleFill,
 )
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.base import Book, ProviderError
@@ -51,6 +52,7 @@ from scalar.providers.sfcompute.nodes import (
     created_node_id,
 )
 from scalar.providers.sfcompute.orders import node_ids, request_of, to_order
+from scalar.providers.sfcompute.orders import node_ids as node_ids_of
 from scalar.providers.sfcompute.pricing import (
     GPUS_PER_NODE,
     MIN_DURATION_S,
@@ -123,6 +125,8 @@ class SFComputeProvider:
         self._events = EventLog()
         self.nodes = nodes  # None: buy through v0 orders; else through the nodes API (boots the agent)
         self._node_blocks: dict[str, Order] = {}  # idempotency key -> the filled nodes-API block
+        self._sales: dict[str, SaleFill] = {}  # idempotency key -> what the sell orders filled
+        self._sold_from: dict[str, datetime] = {}  # node id -> when its sold time starts (it ends then)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **kwargs: Any) -> SFComputeProvider:
@@ -493,6 +497,103 @@ class SFComputeProvider:
                 retryable=False,
             )
 
+    def sell(
+        self,
+        block_id: str,
+        node_ids: Sequence[str],
+        cut: datetime,
+        price_per_gpu_hour: Decimal,
+        idempotency_key: str,
+        now: datetime,
+    ) -> SaleFill:
+        """Sell the time of ``node_ids`` of the filled buy order ``block_id`` from ``cut`` to its end.
+
+        One immediate-or-cancel sell order per node (``POST /v0/orders`` with ``side: "sell"``, quantity 1,
+        the contract's ticker and window, ``price`` the node's total in cents at ``price_per_gpu_hour``,
+        ``Idempotency-Key`` ``<key>:n<i>``), so a thin book fills some nodes and cancels the rest; each
+        answer still pending is read back (``GET /v0/orders/{id}``). Scalar names the contract by its buy
+        order's id (``block_id``). Asking again with the same key returns the first answer."""
+        if not idempotency_key or len(idempotency_key) > 255:
+            raise ProviderError(
+                self.name, "an idempotency key of 1-255 characters is required", retryable=False
+            )
+        with self._lock:
+            done = self._sales.get(idempotency_key)
+        if done is not None:
+            return done
+        if not price_per_gpu_hour.is_finite() or price_per_gpu_hour <= 0:
+            raise ProviderError(
+                self.name, f"the ask must be a positive price, got {price_per_gpu_hour}", False
+            )
+        if not node_ids or len(set(node_ids)) != len(node_ids):
+            raise ProviderError(self.name, "a sale names one or more distinct nodes of the block", False)
+        bought = self.fetch_order(block_id)
+        if bought is None or bought.side != "buy" or bought.state is not OrderState.FILLED:
+            raise ProviderError(self.name, f"no filled buy order {block_id!r} to sell from", retryable=False)
+        mine = node_ids_of(block_id, bought.node_count)
+        foreign = [n for n in node_ids if n not in mine]
+        if foreign:
+            raise ProviderError(
+                self.name, f"nodes {foreign} are not nodes of order {block_id}", retryable=False
+            )
+        seconds = (bought.end_at - cut).total_seconds()
+        if cut < now - timedelta(minutes=1) or seconds < SECONDS_PER_HOUR or seconds % SECONDS_PER_HOUR:
+            raise ProviderError(
+                self.name,
+                f"a sale offers whole hours from now or later up to the contract's end "
+                f"({iso_z(bought.end_at)}); from {iso_z(cut)} it cannot",
+                retryable=False,
+            )
+        hours = int(seconds // SECONDS_PER_HOUR)
+        cents = order_total_cents(price_per_gpu_hour, 1, int(seconds))
+        start_text = "NOW" if cut <= ceil_to_minute(now) else iso_z(cut)
+        sold: list[str] = []
+        for i, node in enumerate(sorted(node_ids)):
+            body = {
+                "side": "sell",
+                "instance_type": bought.ticker,
+                "quantity": 1,
+                "start_at": start_text,
+                "end_at": iso_z(bought.end_at),
+                "price": cents,
+                "contract_id": block_id,
+                "flags": {"ioc": True},
+            }
+            key = f"{idempotency_key}:n{i}"
+            payload = self.http.post_json("/v0/orders", body, headers={"Idempotency-Key": key})
+            answer = Fields.root(self.name, "POST /v0/orders (sell)", payload)
+            order_id = answer.text("id")
+            state = ORDER_STATES.get(answer.text("status"))
+            if state is None:
+                raise answer.error(
+                    "status", f"is {answer.text('status')!r}, not one of {', '.join(ORDER_STATES)}"
+                )
+            if state is OrderState.PENDING:
+                placed = self.fetch_order(order_id)
+                state = placed.state if placed is not None else state
+            if state is OrderState.FILLED:
+                sold.append(node)
+        fill = SaleFill(
+            idempotency_key,
+            self.name,
+            block_id,
+            len(node_ids),
+            tuple(sold),
+            GPUS_PER_NODE,
+            hours,
+            cut,
+            price_per_gpu_hour,
+        )
+        with self._lock:
+            self._sales[idempotency_key] = fill
+            self._sold_from.update((n, cut) for n in sold)
+        return fill
+
+    def get_sale(self, idempotency_key: str, now: datetime) -> SaleFill | None:
+        """What a sell order placed by this process filled (``None`` for one it does not know)."""
+        with self._lock:
+            return self._sales.get(idempotency_key)
+
     # -- node lifecycle ------------------------------------------------------------------------------
     def events_since(self, cursor: int, now: datetime) -> tuple[Sequence[NodeEvent], int]:
         """Node moves of the orders this process placed, from their contract windows.
@@ -512,9 +613,9 @@ class SFComputeProvider:
                 continue
             for node in grant.node_ids:
                 self._events.observe(node, grant.block_id, state, now, f"SFCompute nodes API: {why}")
-        for order_id, _request in placed:
-            ids = node_ids(order_id, 1)
-            if self._events.state(ids[0]) is NodeState.TERMINATED:
+        for order_id, request in placed:
+            ids = node_ids(order_id, max(1, request.node_count))
+            if all(self._events.state(n) is NodeState.TERMINATED for n in ids):  # (a sold node ends early)
                 continue
             order = self.fetch_order(order_id)
             if order is None:
@@ -536,4 +637,9 @@ class SFComputeProvider:
         else:
             return
         for node in node_ids(order.order_id, order.node_count):
+            sold_from = self._sold_from.get(node)
+            if sold_from is not None and sold_from <= now:
+                sold_why = f"its time from {iso_z(sold_from)} was sold back"
+                self._events.observe(node, order.order_id, NodeState.TERMINATED, now, sold_why)
+                continue
             self._events.observe(node, order.order_id, state, now, f"SFCompute order {order.order_id}: {why}")

@@ -32,6 +32,8 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    SaleUpdated,
+    SellCapacity,
     StartWork,
     StopWork,
     Tick,
@@ -179,6 +181,10 @@ class EngineDriver:
             for node_id in bill.grant.node_ids if bill is not None else ():
                 self.live.pop(node_id, None)
             return []
+        if isinstance(action, SellCapacity):  # the simulator's bill has no resale: the offer is declined
+            return [
+                SaleUpdated(self._sid("sale"), action.action_id, None, "the simulator takes no sell orders")
+            ]
         raise TypeError(f"unknown action {type(action).__name__}")  # pragma: no cover
 
     def wake(self, now: datetime, tick_s: float) -> datetime | None:
