@@ -213,7 +213,12 @@ def test_a_16_node_job_becomes_one_sfcompute_order_with_its_key_and_exact_total_
             16,
         )
         assert Decimal(str(request["limit_price_per_gpu_hour"])) == Decimal("2")  # the live book's level
-        # Execute on the hour, so the CLI-style window is exactly the 24 h contract.
+        # The contract is sized to the demand (whole hours the 30-minute job and the forecast fill, not the
+        # configured day): hourly-aligned, at most the configured length.
+        duration_s = int(request["duration_s"])
+        assert duration_s % 3600 == 0 and 3600 <= duration_s <= DAY
+        hours = duration_s // 3600
+        # Execute on the hour, so the CLI-style window is exactly the contract.
         clock.now = clock.now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
         while cp.run_executor_once():
             pass
@@ -222,12 +227,12 @@ def test_a_16_node_job_becomes_one_sfcompute_order_with_its_key_and_exact_total_
         assert create.headers["idempotency-key"] == buy.action_id
         assert create.headers["authorization"] == "Bearer sf-test"
         assert (body["side"], body["instance_type"], body["quantity"]) == ("buy", "h100i", 16)
-        # 16 nodes x 8 GPUs x 24 h x $2.00 = 614,400 cents for the whole order (not 8x that).
-        assert body["price"] == 16 * 8 * 24 * 200 == 614_400
-        assert body["price"] == order_total_cents(Decimal("2.00"), 16, DAY)
-        assert body["start_at"] == "NOW" and body["end_at"] == (clock.now + timedelta(days=1)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
+        # 16 nodes x 8 GPUs x the hours x $2.00 in cents for the whole order (not 8x that).
+        assert body["price"] == 16 * 8 * hours * 200
+        assert body["price"] == order_total_cents(Decimal("2.00"), 16, duration_s)
+        assert body["start_at"] == "NOW" and body["end_at"] == (
+            clock.now + timedelta(seconds=duration_s)
+        ).strftime("%Y-%m-%dT%H:%M:%SZ")
         # The order rested (pending): the action is asked again with the same key, which finds it filled.
         clock.advance(5)
         run_until(cp, clock, lambda: actions(cp, "BuyCapacity")[0].status == "done", 30)

@@ -86,9 +86,10 @@ def test_every_preview_is_what_the_controller_then_does(sqlite_url: str, tmp_pat
         for fields in JOBS:  # mostly purchases: nothing is READY yet
             _check(plane, clock, fields, compared)
         drive([plane], clock, 60, step_s=5)  # purchases fill, nodes boot
-        # now jobs that fit the free GPUs of READY nodes (FAST: decided at once; a FLEX job that does not
-        # fit is decided when its batch is released, after events the preview cannot know of)
-        for tier in ("FAST", "FAST", "FAST"):
+        # now jobs that fit the free GPUs of READY nodes (a job that fits is placed at once, either tier; a
+        # FLEX job that does not fit is decided when its batch is released, after events the preview cannot
+        # know of)
+        for tier in ("FAST", "FAST", "FLEX", "FLEX", "FLEX"):
             free = [
                 n for n in plane.nodes()["nodes"] if str(n["state"]).upper() == "READY" and n["tier"] == tier
             ]

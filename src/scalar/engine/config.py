@@ -139,6 +139,10 @@ class ControllerConfig:
       a job longer than that lasts the job's duration + safety margin + request and boot timeouts instead.
       A block seller's contract (SFCompute) is sized to the demand forecast (engine/contract_sizing.py).
     - ``interruption_period_hours``: the hours a published spot interruption rate refers to (730: monthly).
+    - ``market_time_scales``: per provider, market seconds per engine second (absent: 1). A request's
+      ``duration_s`` is in its market's time (the built-in market at ``time_scale`` N runs contracts N times
+      faster) while jobs' durations are in the engine's, so contract sizing and resale convert with it; the
+      runtime sets it for the providers the built-in market sells from the top-level ``time_scale``.
     - ``request_timeout_s``: a purchase not filled by then fails and its group backs off (``backoff_s``).
     - ``boot_timeout_s``: a node not READY this long after its purchase filled fails, same backoff.
     - ``idle_release_s``: the longest an idle block is held before it is released (never below a group's
@@ -179,6 +183,7 @@ class ControllerConfig:
     # The hours a published spot interruption rate is the probability of an interruption in (the Spot
     # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
     interruption_period_hours: float = 730.0
+    market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Restartable FLEX jobs leave expensive, underused contracts when that saves money (engine/consolidate.py).
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
@@ -228,6 +233,19 @@ class ControllerConfig:
                 f"must be a number of hours > 0, got {period!r}",
                 "use 730 for monthly interruption rates (the Spot Advisor's), 1 for hourly ones",
             )
+        if not isinstance(self.market_time_scales, Mapping):
+            raise ConfigError("market_time_scales", "must be a table of provider = number")
+        for name, scale in self.market_time_scales.items():
+            if (
+                isinstance(scale, bool)
+                or not isinstance(scale, int | float)
+                or not (math.isfinite(scale) and scale > 0)
+            ):
+                raise ConfigError(
+                    f"market_time_scales.{name}",
+                    f"must be a number > 0, got {scale!r}",
+                    "leave it out: the runtime sets it from the top-level time_scale (1 for real sellers)",
+                )
         if not isinstance(self.agent_providers, tuple):
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
         if not isinstance(self.routing_memo, bool):
@@ -238,6 +256,10 @@ class ControllerConfig:
                 f"unknown packing score {self.packing_score!r}",
                 f"use one of {', '.join(repr(s) for s in PACKING_SCORES)}",
             )
+
+    def time_scale(self, provider: str) -> float:
+        """Market seconds per engine second for ``provider`` (``market_time_scales``; 1 when absent)."""
+        return float(self.market_time_scales.get(provider, 1.0))
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.tiers[tier].max_price_per_gpu_hour

@@ -51,13 +51,18 @@ def _may_run_on(models: tuple[str, ...] | None, model: str | None) -> bool:
     return model in models  # both canonical (engine/validation.py, the catalogs)
 
 
-def forecast_for(state: ClusterState, rec: GroupRecord, jobs: list[JobRecord], now: datetime) -> Forecast:
-    """The demand the purchase would serve, in GPU-hours of the group's model."""
+def forecast_for(
+    state: ClusterState, config: ControllerConfig, rec: GroupRecord, jobs: list[JobRecord], now: datetime
+) -> Forecast:
+    """The demand the purchase would serve, in GPU-hours of the group's model, in the market's time."""
     offer = rec.offer
     model = offer.gpu_model if offer is not None else None
     rate = work_rate(model, rec.tier)
+    scale = config.time_scale(rec.provider)  # jobs run in the engine's time, contracts in the market's
     queued = tuple(
-        (r.job.gpu_count, r.job.expected_duration_sec / 3600.0 / rate) for r in jobs if r.job is not None
+        (r.job.gpu_count, r.job.expected_duration_sec * scale / 3600.0 / rate)
+        for r in jobs
+        if r.job is not None
     )
     start = now - FORECAST_WINDOW
     hourly = [0.0] * FORECAST_HOURS
@@ -66,7 +71,8 @@ def forecast_for(state: ClusterState, rec: GroupRecord, jobs: list[JobRecord], n
             continue
         slot = min(FORECAST_HOURS - 1, int((now - at).total_seconds() // 3600))
         hourly[slot] += job.gpu_count * job.expected_duration_sec / 3600.0 / rate
-    return Forecast(queued, steady_rate(hourly), float(FORECAST_HOURS))
+    # a steady rate (GPUs busy) is the same in either clock; the hours it goes on for are the market's
+    return Forecast(queued, steady_rate(hourly), float(FORECAST_HOURS) * scale)
 
 
 def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
@@ -103,8 +109,9 @@ def size_contract(
     offer = rec.offer
     assert offer is not None
     gpus = nodes * int(offer.gpu_count)
-    allowance = config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s
-    forecast = forecast_for(state, rec, jobs, now)
+    scale = config.time_scale(rec.provider)
+    allowance = (config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s) * scale
+    forecast = forecast_for(state, config, rec, jobs, now)
     longest_s = forecast.longest_hours() * 3600.0
     if rec.provider in BLOCK_SELLERS:
         book = state.books.get(rec.instance_type)

@@ -105,7 +105,7 @@ class Controller:
         end_removed_hosts(state)
         schedule(state, self.config, now)
         autoscale(state, self.config, now)
-        offer_resales(state, now)
+        offer_resales(state, now, self.config)
         release_idle(state, self.config, now)
         actions, state.outbox = state.outbox, []
         return actions

@@ -33,6 +33,7 @@ from scalar.domain.orderbook import format_usd, optimal_ask
 from scalar.domain.reasons import Reason
 from scalar.domain.release import BLOCK_SELLERS, MIN_HOLD_S
 from scalar.engine.actions import SellCapacity
+from scalar.engine.config import ControllerConfig
 from scalar.engine.contract_sizing import forecast_for
 from scalar.engine.events import SaleUpdated
 from scalar.engine.state import BlockRecord, ClusterState
@@ -91,9 +92,14 @@ def _idle(state: ClusterState, block: BlockRecord, now: datetime) -> tuple[str, 
 
 
 def resale_step(
-    state: ClusterState, now: datetime, in_flight: frozenset[str] = frozenset()
+    state: ClusterState,
+    now: datetime,
+    in_flight: frozenset[str] = frozenset(),
+    config: ControllerConfig | None = None,
 ) -> tuple[SellBack, ...]:
-    """The sales to offer now (see the module docstring); ``in_flight``: blocks with a sale not yet filled."""
+    """The sales to offer now (see the module docstring); ``in_flight``: blocks with a sale not yet filled.
+    Hours are the market's (``config.time_scale``: market seconds per engine second)."""
+    config = config or ControllerConfig()
     out: list[SellBack] = []
     for block_id in sorted(state.blocks):
         block = state.blocks[block_id]
@@ -105,14 +111,15 @@ def resale_step(
         book = state.books.get(grant.instance_type)
         if nodes is None or group is None or book is None or group.min_slices > 0:
             continue  # a group that keeps a floor of capacity (min_slices) is never sold down
-        remaining_h = (block.block.end_time - now).total_seconds() / 3600.0
+        scale = config.time_scale(grant.provider)
+        remaining_h = (block.block.end_time - now).total_seconds() * scale / 3600.0
         gpus = grant.gpus_per_node * len(nodes)
         if any(
             (r := state.jobs.get(j)) is not None and r.job is not None and r.job.tier is group.tier
             for j in state.pending_ids
         ):
             continue  # work of its tier waits: the capacity may be what it waits for
-        forecast = forecast_for(state, group, [], now).total()
+        forecast = forecast_for(state, config, group, [], now).total()
         kept = min(remaining_h, forecast / gpus)
         hours = math.floor(remaining_h - kept)
         if hours < 1:
@@ -121,7 +128,7 @@ def resale_step(
         if ask is None or ask.price_per_gpu_hour is None:
             continue
         price = ask.price_per_gpu_hour
-        cut = block.block.end_time - timedelta(hours=hours)
+        cut = block.block.end_time - timedelta(hours=hours / scale)
         proceeds = price * gpus * hours
         why = (
             f"block {block_id} idle with {remaining_h:.2f} h left; forecast {forecast:.1f} GPU-h keeps "
@@ -181,13 +188,13 @@ _ZERO = Decimal(0)
 RESALE_RETRY_S = 3600.0  # a block whose offer did not (wholly) fill is offered again an hour later
 
 
-def offer_resales(state: ClusterState, now: datetime) -> None:
+def offer_resales(state: ClusterState, now: datetime, config: ControllerConfig | None = None) -> None:
     """The autoscaler's resale step applied: each ``SellBack`` becomes a ``SellCapacity`` action (its
     reason, with the numbers, is in ``/autoscaler/status``'s recent actions and the block's story)."""
     recent = frozenset(
         b for b, t in state.resale_offered_at.items() if (now - t).total_seconds() < RESALE_RETRY_S
     )
-    for sale in resale_step(state, now, recent):
+    for sale in resale_step(state, now, recent, config):
         action = SellCapacity(
             state.next_id("act"),
             sale.reason,

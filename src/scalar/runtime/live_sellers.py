@@ -22,7 +22,7 @@ serverless endpoints are), AWS, Azure and GCP (price APIs only; launching instan
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -143,6 +143,19 @@ def with_agents(settings: Settings, sellers: Sellers) -> Settings:
     if names == config.agent_providers:
         return settings
     return replace(settings, controller=replace(config, agent_providers=names))
+
+
+def with_market_clock(settings: Settings, names: Iterable[str]) -> Settings:
+    """The providers the built-in market sells run on its clock (``time_scale`` market seconds per real
+    second): the controller sizes their contracts in that time (``[controller].market_time_scales``; a
+    value the file gives wins). Live sellers keep real time."""
+    if settings.time_scale == 1.0:
+        return settings
+    config = settings.controller
+    scales = {**{n: float(settings.time_scale) for n in names}, **dict(config.market_time_scales)}
+    if scales == dict(config.market_time_scales):
+        return settings
+    return replace(settings, controller=replace(config, market_time_scales=scales))
 
 
 def nodes_mode(settings: Settings, sellers: Sellers, agents: AgentService) -> None:

@@ -58,6 +58,7 @@ from scalar.runtime.live_sellers import (
     live_books,
     nodes_mode,
     with_agents,
+    with_market_clock,
 )
 from scalar.runtime.market_view import (
     SourcedOffer,
@@ -151,6 +152,7 @@ class ControlPlane:
                     nodes_mode(s, self.sellers, self.agents)  # [providers.sfcompute] buy_via = "nodes"
                     specs = self.sellers.specs
                     self.settings = s = with_agents(s, self.sellers)  # real nodes run work via the agent
+                    self.settings = s = with_market_clock(s, self.sellers.builtin_names)
                     market = BuiltinMarket(
                         s.market_database_url, s.market_config(), providers=self.sellers.builtin_names
                     )
@@ -159,6 +161,8 @@ class ControlPlane:
                     sources = [Source("builtin", market.events_since), *self.sellers.sources()]
                 else:
                     self.providers = dict(self._given_providers)
+                    # providers handed in run on the built-in market's clock (it and its test doubles)
+                    self.settings = s = with_market_clock(s, self.providers)
                     sources = [Source(n, p.events_since) for n, p in sorted(self.providers.items())]
                 if s.kubernetes is not None:  # bought nodes of these providers get an agent pod
                     self.settings = s = with_kubernetes_agents(s)
