@@ -29,7 +29,9 @@ def toml_value(value: Any) -> str:
     return repr(value)
 
 
-def refusal(text: str, overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> SettingsError:
+def refusal(
+    text: str, overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None
+) -> SettingsError:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scalar.toml"
         path.write_text(text)
@@ -46,7 +48,9 @@ tables = st.dictionaries(st.from_regex(r"[a-z]{1,6}", fullmatch=True), st.intege
 
 @settings(max_examples=60, deadline=None)
 @given(spot=st.sampled_from(EVERY_KEY), table=tables)
-def test_a_table_where_a_value_belongs_names_the_section_and_key(spot: tuple[str, str], table: dict[str, int]) -> None:
+def test_a_table_where_a_value_belongs_names_the_section_and_key(
+    spot: tuple[str, str], table: dict[str, int]
+) -> None:
     section, key = spot
     err = refusal(f"[{section}]\n{key} = {toml_value(table)}\n")
     assert err.key == f"[{section}].{key}"
@@ -71,13 +75,19 @@ def test_every_flag_with_a_wrong_value_names_the_flag(section: str, key: str) ->
         ("[providers.sfcompute]", "", ["buy_via", "controller_url", "image_id", "join_token_ttl_s"]),
         ("[kubernetes]", K8S, ["kubeconfig", "server", "image", "fake_gpus", "reconcile_s"]),
         ("[budgets]", "", ["limits"]),
-        ("[controller.consolidation]", "", ["enabled", "max_used_fraction", "restart_overhead_s", "max_moves"]),
+        (
+            "[controller.consolidation]",
+            "",
+            ["enabled", "max_used_fraction", "restart_overhead_s", "max_moves"],
+        ),
     ],
 )
 def test_an_unknown_key_is_named_with_the_keys_that_exist(header: str, body: str, keys: list[str]) -> None:
     err = refusal(f"{header}\n{body}bogus_key = 1\n")
     assert err.problem == "unknown setting"
-    assert err.key == header.replace("[controller.consolidation]", "[controller].consolidation") + ".bogus_key"
+    assert (
+        err.key == header.replace("[controller.consolidation]", "[controller].consolidation") + ".bogus_key"
+    )
     assert err.hint is not None and all(k in err.hint for k in keys)
 
 
@@ -147,7 +157,10 @@ def test_nested_and_listed_keys_keep_their_path() -> None:
         "must be a probability between 0 and 1, got 1.5",
     )
     err = refusal('[[budgets.limits]]\nscope = "global"\nusd_per_hour = true\n')
-    assert (err.key, err.problem) == ("[budgets].limits[0].usd_per_hour", "must be an amount in USD, got True")
+    assert (err.key, err.problem) == (
+        "[budgets].limits[0].usd_per_hour",
+        "must be an amount in USD, got True",
+    )
     err = refusal("[kubernetes]\n" + K8S.replace('"http://c"', '"c:80"'))
     assert (err.key, err.problem) == ("[kubernetes].controller_url", "must be an http(s) URL, got 'c:80'")
 

@@ -60,6 +60,7 @@ from scalar.store.errors import UnsupportedDatabaseError
 DEFAULT_DATA_DIR = Path(".scalar")
 CONFIG_NAME = "scalar.toml"
 
+
 class SettingsError(Exception):
     """An invalid setting. ``key`` is where it lives (``[loops].tick_s``); the message says how to fix it."""
 
@@ -227,7 +228,9 @@ def _hint(text: str) -> dict[str, Any]:
 
 def _text(value: Any) -> Any:
     """A path is a string; blanks around a string do not count."""
-    return (str(value) if isinstance(value, Path) else value).strip() if isinstance(value, str | Path) else value
+    return (
+        (str(value) if isinstance(value, Path) else value).strip() if isinstance(value, str | Path) else value
+    )
 
 
 def _database_url(text: str) -> str:
@@ -319,7 +322,9 @@ Whole = Annotated[int, Strict(), Field(ge=0, description="a whole number >= 0")]
 Bytes = Annotated[
     int,
     Strict(),
-    Field(ge=1, description="a whole number of bytes >= 1", json_schema_extra=_hint("e.g. 67108864 (64 MiB)")),
+    Field(
+        ge=1, description="a whole number of bytes >= 1", json_schema_extra=_hint("e.g. 67108864 (64 MiB)")
+    ),
 ]
 Port = Annotated[int, Strict(), Field(ge=0, le=65535, description="a port number 0-65535")]
 Flag = Annotated[bool, Strict(), Field(description="true or false")]
@@ -356,7 +361,9 @@ class StoreSection(_Section):
 
 class MarketSection(_Section):
     seed: Whole | None = Field(
-        None, serialization_alias="market_seed", json_schema_extra=_hint("leave it out to keep the stored seed")
+        None,
+        serialization_alias="market_seed",
+        json_schema_extra=_hint("leave it out to keep the stored seed"),
     )
     time_scale: Positive | None = None
     boot_failure_rate: Rate | None = None
@@ -416,11 +423,15 @@ class AgentsSection(_Section):
     job_user: Annotated[str, Strict(), _one_of(JOB_USERS)] | None = Field(
         None, serialization_alias="agent_job_user"
     )
-    sandbox: Annotated[str, Strict(), _one_of(SANDBOXES)] | None = Field(None, serialization_alias="agent_sandbox")
+    sandbox: Annotated[str, Strict(), _one_of(SANDBOXES)] | None = Field(
+        None, serialization_alias="agent_sandbox"
+    )
     uid_range: Annotated[tuple[int, int], PlainValidator(_uid_range)] | None = Field(
         None, serialization_alias="agent_uid_range"
     )
-    log_max_bytes_per_attempt: Bytes | None = Field(None, serialization_alias="agent_log_max_bytes_per_attempt")
+    log_max_bytes_per_attempt: Bytes | None = Field(
+        None, serialization_alias="agent_log_max_bytes_per_attempt"
+    )
 
 
 class LogsSection(_Section):
@@ -430,7 +441,8 @@ class LogsSection(_Section):
 
 class EndpointsSection(_Section):
     handlers: (
-        Annotated[tuple[Annotated[str, Strict(), AfterValidator(_module)], ...], AfterValidator(_unique)] | None
+        Annotated[tuple[Annotated[str, Strict(), AfterValidator(_module)], ...], AfterValidator(_unique)]
+        | None
     ) = Field(
         None,
         serialization_alias="endpoint_handlers",
@@ -454,12 +466,12 @@ class KubernetesSection(_Section):
         Text, _http_url("the agents in the pods dial it: use an address they can reach")
     ] = Field(json_schema_extra=_hint('e.g. controller_url = "http://controller.example:8000"'))
     image: Text = Field(json_schema_extra=_hint('e.g. image = "registry.example/scalar:0.1.0"'))
-    agent_command: Annotated[tuple[Annotated[str, Strict(), Field(min_length=1)], ...], Field(min_length=1)] | None = (
-        Field(
-            None,
-            description="a non-empty list of strings",
-            json_schema_extra=_hint('e.g. ["python", "-m", "scalar.agent"]'),
-        )
+    agent_command: (
+        Annotated[tuple[Annotated[str, Strict(), Field(min_length=1)], ...], Field(min_length=1)] | None
+    ) = Field(
+        None,
+        description="a non-empty list of strings",
+        json_schema_extra=_hint('e.g. ["python", "-m", "scalar.agent"]'),
     )
     fake_gpus: Annotated[Text, AfterValidator(_fake_gpus)] | None = None
     # "": request no GPUs (a cluster without the device plugin)
@@ -496,7 +508,9 @@ def _controller(value: Any) -> ControllerConfig:
         try:
             section = ConsolidationSection.model_validate(body["consolidation"])
         except ValidationError as err:
-            problem, hint, rest = _problem(err.errors()[0], ConsolidationSection, list(err.errors()[0]["loc"]))
+            problem, hint, rest = _problem(
+                err.errors()[0], ConsolidationSection, list(err.errors()[0]["loc"])
+            )
             raise _refuse(problem, hint, at=f"consolidation{_below(rest)}") from None
         body["consolidation"] = ConsolidationPolicy(**section.values())
     try:
@@ -575,7 +589,7 @@ _FLAT = ("server", "store", "market", "loops", "lease", "providers", "agents", "
 
 
 def _section_model(info: FieldInfo) -> type[_Section] | None:
-    for candidate in (info.annotation, *getattr(info.annotation, "__args__", ())):
+    for candidate in (info.annotation, *get_args(info.annotation)):
         if isinstance(candidate, type) and issubclass(candidate, _Section):
             return candidate
     return None
@@ -653,7 +667,7 @@ def _problem(
         return ctx["problem"], ctx.get("hint"), [ctx["at"]] if ctx.get("at") else rest
     if kind == "extra_forbidden" and model is None:
         return "unknown section", f"use one of {', '.join(SECTIONS)}", rest
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and model is not None:
         return "unknown setting", f"use one of {', '.join(model.model_fields)}", rest
     if kind == "missing":
         return "is required", hint, rest
@@ -671,7 +685,11 @@ def _below(rest: list[str | int]) -> str:
 
 
 def _refusal(
-    err: ValidationError, source: str, origins: Mapping[tuple[str | int, ...], tuple[str, str]], *, under: str = ""
+    err: ValidationError,
+    source: str,
+    origins: Mapping[tuple[str | int, ...], tuple[str, str]],
+    *,
+    under: str = "",
 ) -> SettingsError:
     """A ``ValidationError`` (its first error) as ``<source>: [section].key: problem; hint``. ``under``: the
     table the validated value was read from (``kubernetes``) when it was not a whole file; ``origins``
@@ -720,7 +738,9 @@ def _settings(layers: Layers, objects: Mapping[str, Any]) -> Settings:
     if layers.controller is not None:
         values["controller"] = layers.controller
     if layers.budgets is not None:
-        values["controller"] = replace(values.get("controller", ControllerConfig()), budgets=layers.budgets.limits)
+        values["controller"] = replace(
+            values.get("controller", ControllerConfig()), budgets=layers.budgets.limits
+        )
     if layers.kubernetes is not None:
         values["kubernetes"] = _kubernetes(layers.kubernetes)
     values.update(objects)
@@ -757,7 +777,7 @@ def load_settings(
     origins: dict[tuple[str | int, ...], tuple[str, str]] = {}
     if environ.get(DATABASE_URL_ENV, "").strip():
         origins["store", "database_url"] = (DATABASE_URL_ENV, "environment")
-    flags: dict[str, dict[str, Any]] = {}
+    flags: dict[str, Any] = {}  # section -> key -> value, the init values of Layers
     objects: dict[str, Any] = {}
     for name, value in (overrides or {}).items():
         if value is None:
