@@ -228,9 +228,9 @@ def _hint(text: str) -> dict[str, Any]:
 
 def _text(value: Any) -> Any:
     """A path is a string; blanks around a string do not count."""
-    return (
-        (str(value) if isinstance(value, Path) else value).strip() if isinstance(value, str | Path) else value
-    )
+    if isinstance(value, Path):
+        value = str(value)
+    return value.strip() if isinstance(value, str) else value
 
 
 def _database_url(text: str) -> str:
@@ -277,7 +277,7 @@ def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
 def _uid_range(value: Any) -> tuple[int, int]:
     try:
         return parse_uid_range(value)
-    except (IsolationError, TypeError, ValueError) as err:
+    except IsolationError as err:
         raise _refuse(str(err)) from None
 
 
