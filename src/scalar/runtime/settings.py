@@ -1,29 +1,57 @@
 """The control plane's settings: ``scalar.toml`` (see ``scalar.example.toml``), flags and the environment.
 
-``load_settings(config_path, overrides, env)`` reads the file (``tomllib``), applies ``SCALAR_DATABASE_URL``
-and command-line overrides, and validates everything at once. A bad value raises :class:`SettingsError`
-naming the key and saying how to fix it (``scalar.toml: [loops].tick_s: must be > 0, got -1``). Without a
-file every setting has a sensible default: the built-in market on SQLite under ``./.scalar``.
+``load_settings(config_path, overrides, env)`` layers, on pydantic-settings, the file
+(``TomlConfigSettingsSource``), ``SCALAR_DATABASE_URL`` and the command-line overrides, and validates
+everything at once against the file's shape: one pydantic model per section (``LoopsSection`` ...), unknown
+sections and keys refused. A bad value raises :class:`SettingsError` naming the key and saying how to fix it
+(``scalar.toml: [loops].tick_s: must be > 0, got -1``): :func:`_refusal` maps a ``ValidationError``'s
+location and type to that form. Without a file every setting has a sensible default: the built-in market on
+SQLite under ``./.scalar``.
 
 Precedence, highest first: ``overrides`` (command-line flags), the environment (``SCALAR_DATABASE_URL``),
-the file, the defaults.
+the file, the defaults. The defaults live in the dataclasses the rest of the code runs with (``Settings``,
+``KubernetesSettings`` ...); the section models only say what may be written and how it is checked.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import socket
 import tomllib
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args
 
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    Strict,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from scalar.agent.facts import FactsError, parse_fake_gpus
+from scalar.agent.isolation import JOB_USERS, SANDBOXES, IsolationError, parse_uid_range
+from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.errors import InvalidSpecError
-from scalar.engine.budget import BudgetLimit, limits_from_list
+from scalar.engine.budget import limits_from_list
 from scalar.engine.config import ConfigError, ControllerConfig
 from scalar.providers.builtin.config import MARKET_PROVIDERS, MarketConfig, MarketConfigError
 from scalar.store.db import DATABASE_URL_ENV, default_database_url, normalize_url
@@ -186,358 +214,550 @@ class Settings:
         )
 
 
-# ---- the file's shape: section -> key -> (Settings field, kind) ------------------------------------------
+# ---- the file's shape: one model per section, the value types they share ---------------------------------
 
-_SECONDS = "seconds"
-_POSITIVE = "positive"
-_COUNT = "count"
-_STRING = "string"
-_BOOL = "bool"
-_PORT = "port"
-_URL = "url"
-_SEED = "seed"
-_RATE = "rate"
-_NAMES = "names"
-_WHOLE = "whole"
-_BYTES = "bytes"
-_JOB_USER = "job_user"
-_SANDBOX = "sandbox"
-_UID_RANGE = "uid_range"
-_MODULES = "modules"
+
+def _refuse(problem: str, hint: str | None = None, *, at: str | None = None) -> PydanticCustomError:
+    """A check's own words; ``at`` (a dotted key) replaces the key below the table (``[controller].<at>``)."""
+    return PydanticCustomError("setting", "{problem}", {"problem": problem, "hint": hint, "at": at})
+
+
+def _hint(text: str) -> dict[str, Any]:
+    return {"hint": text}
+
+
+def _text(value: Any) -> Any:
+    """A path is a string; blanks around a string do not count."""
+    if isinstance(value, Path):
+        value = str(value)
+    return value.strip() if isinstance(value, str) else value
+
+
+def _database_url(text: str) -> str:
+    if text:
+        try:
+            normalize_url(text)
+        except UnsupportedDatabaseError as err:
+            raise _refuse(err.message, err.hint) from None
+    return text
+
+
+def _one_of(choices: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in choices:
+            raise _refuse(f"must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _provider(name: str) -> str:
+    if name not in MARKET_PROVIDERS:
+        raise _refuse(f"unknown provider {name!r}", f"use some of {', '.join(MARKET_PROVIDERS)}")
+    return name
+
+
 _MODULE_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.|:[A-Za-z_][A-Za-z0-9_]*)?")
 
-SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
-    "server": {
-        "host": ("host", _STRING),
-        "port": ("port", _PORT),
-        "demo": ("demo", _BOOL),
-        "auth": ("auth_required", _BOOL),
-    },
-    "store": {"data_dir": ("data_dir", _STRING), "database_url": ("database_url", _URL)},
-    "market": {
-        "seed": ("market_seed", _SEED),
-        "time_scale": ("time_scale", _POSITIVE),
-        "boot_failure_rate": ("boot_failure_rate", _RATE),
-        "database_url": ("market_database_url", _URL),
-    },
-    "loops": {
-        "tick_s": ("tick_s", _POSITIVE),
-        "price_interval_s": ("price_interval_s", _POSITIVE),
-        "executor_interval_s": ("executor_interval_s", _POSITIVE),
-        "executor_batch": ("executor_batch", _COUNT),
-        "action_stale_after_s": ("action_stale_after_s", _POSITIVE),
-        "retry_backoff_s": ("retry_backoff_s", _SECONDS),
-        "retry_backoff_max_s": ("retry_backoff_max_s", _SECONDS),
-        "park_ttl_s": ("park_ttl_s", _SECONDS),
-    },
-    "lease": {
-        "name": ("lease_name", _STRING),
-        "ttl_s": ("lease_ttl_s", _POSITIVE),
-        "renew_s": ("lease_renew_s", _POSITIVE),
-    },
-    "providers": {"enabled": ("enabled", _NAMES)},
-    "agents": {
-        "heartbeat_s": ("agent_heartbeat_s", _POSITIVE),
-        "suspect_after_s": ("agent_suspect_after_s", _POSITIVE),
-        "lost_after_s": ("agent_lost_after_s", _POSITIVE),
-        "job_user": ("agent_job_user", _JOB_USER),
-        "sandbox": ("agent_sandbox", _SANDBOX),
-        "uid_range": ("agent_uid_range", _UID_RANGE),
-        "log_max_bytes_per_attempt": ("agent_log_max_bytes_per_attempt", _BYTES),
-    },
-    "logs": {
-        "max_bytes_per_tenant": ("logs_max_bytes_per_tenant", _BYTES),
-        "retention_s": ("logs_retention_s", _POSITIVE),
-    },
-    "endpoints": {
-        "handlers": ("endpoint_handlers", _MODULES),
-        "max_request_retries": ("endpoint_max_request_retries", _WHOLE),
-        "webhook_allow_private": ("endpoint_webhook_allow_private", _BOOL),
-    },
-}
-SECTIONS = (*SCHEMA, "controller", "budgets", "kubernetes")
-_FIELD_KEYS = {f: (section, key, kind) for section, keys in SCHEMA.items() for key, (f, kind) in keys.items()}
 
-
-def _check(key: str, kind: str, value: Any, source: str) -> Any:
-    def bad(problem: str, hint: str | None = None) -> SettingsError:
-        return SettingsError(key, problem, hint, source=source)
-
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if kind in (_SECONDS, _POSITIVE, _RATE):
-        if not number or not math.isfinite(value):
-            raise bad(f"must be a number, got {value!r}")
-        if kind == _POSITIVE and value <= 0:
-            raise bad(f"must be > 0, got {value!r}")
-        if kind == _SECONDS and value < 0:
-            raise bad(f"must be >= 0, got {value!r}")
-        if kind == _RATE and not 0 <= value <= 1:
-            raise bad(f"must be a probability between 0 and 1, got {value!r}")
-        return float(value)
-    if kind == _COUNT:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise bad(f"must be a whole number >= 1, got {value!r}")
-        return value
-    if kind == _WHOLE:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise bad(f"must be a whole number >= 0, got {value!r}")
-        return value
-    if kind == _BYTES:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise bad(f"must be a whole number of bytes >= 1, got {value!r}", "e.g. 67108864 (64 MiB)")
-        return value
-    if kind in (_JOB_USER, _SANDBOX):
-        from scalar.agent import isolation as iso_mod
-
-        allowed = iso_mod.JOB_USERS if kind == _JOB_USER else iso_mod.SANDBOXES
-        if value not in allowed:
-            raise bad(f"must be one of {', '.join(allowed)}, got {value!r}")
-        return value
-    if kind == _UID_RANGE:
-        from scalar.agent import isolation as iso_mod
-
-        try:
-            return iso_mod.parse_uid_range(value)
-        except iso_mod.IsolationError as err:
-            raise bad(str(err)) from None
-    if kind == _PORT:
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65535:
-            raise bad(f"must be a port number 0-65535, got {value!r}")
-        return value
-    if kind == _SEED:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise bad(f"must be a whole number >= 0, got {value!r}", "leave it out to keep the stored seed")
-        return value
-    if kind == _BOOL:
-        if not isinstance(value, bool):
-            raise bad(f"must be true or false, got {value!r}")
-        return value
-    if kind in (_STRING, _URL):
-        if not isinstance(value, str | Path) or (kind == _STRING and not str(value).strip()):
-            raise bad(f"must be a non-empty string, got {value!r}")
-        text = str(value).strip()
-        if kind == _URL and text:
-            try:
-                normalize_url(text)
-            except UnsupportedDatabaseError as err:
-                raise bad(err.message, err.hint) from None
-        return text
-    if kind == _NAMES:
-        if not isinstance(value, list | tuple) or not value:
-            raise bad(f"must be a non-empty list of provider names, got {value!r}")
-        names = []
-        for i, name in enumerate(value):
-            if not isinstance(name, str) or name not in MARKET_PROVIDERS:
-                raise SettingsError(
-                    f"{key}[{i}]",
-                    f"unknown provider {name!r}",
-                    f"use some of {', '.join(MARKET_PROVIDERS)}",
-                    source=source,
-                )
-            names.append(name)
-        return tuple(dict.fromkeys(names))
-    if kind == _MODULES:
-        if not isinstance(value, list | tuple):
-            raise bad(f"must be a list of module names, got {value!r}", 'e.g. ["my_service.handlers"]')
-        modules = []
-        for i, entry in enumerate(value):
-            if not isinstance(entry, str) or _MODULE_ENTRY.fullmatch(entry) is None:
-                raise SettingsError(
-                    f"{key}[{i}]",
-                    f"is not a module, module prefix or module:function, got {entry!r}",
-                    'write e.g. "my_service" (it and its submodules), "my_service." (its submodules) or '
-                    '"my_service.handlers:square"',
-                    source=source,
-                )
-            modules.append(entry)
-        return tuple(dict.fromkeys(modules))
-    raise AssertionError(kind)  # pragma: no cover
-
-
-def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise SettingsError(
-            "(file)", f"{path} does not exist", "pass --config with an existing file", source=str(path)
-        ) from None
-    except tomllib.TOMLDecodeError as err:
-        raise SettingsError("(file)", f"not valid TOML: {err}", source=str(path)) from None
-    except OSError as err:
-        raise SettingsError("(file)", f"cannot read it: {err.strerror or err}", source=str(path)) from None
-
-
-def _from_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for section, body in data.items():
-        if section not in SECTIONS:
-            raise SettingsError(
-                f"[{section}]", "unknown section", f"use one of {', '.join(SECTIONS)}", source=source
-            )
-        if not isinstance(body, Mapping):
-            raise SettingsError(f"[{section}]", "must be a table", source=source)
-        if section == "controller":
-            try:
-                values["controller"] = ControllerConfig.from_dict(body)
-            except ConfigError as err:
-                raise SettingsError(
-                    f"[controller].{err.field}", err.problem, err.hint, source=source
-                ) from None
-            continue
-        if section == "budgets":  # [[budgets.limits]]: spend limits, kept in the controller's config
-            values["budgets"] = _budgets(body, source)
-            continue
-        if section == "kubernetes":  # agents of bought nodes as pods (docs/agent.md)
-            values["kubernetes"] = kubernetes_settings(body, source)
-            continue
-        if section == "providers" and isinstance(body.get("sfcompute"), Mapping):
-            values["sfcompute_buy"] = sfcompute_buy_settings(body["sfcompute"], source)
-            body = {k: v for k, v in body.items() if k != "sfcompute"}
-        known = SCHEMA[section]
-        for key, value in body.items():
-            if key not in known:
-                raise SettingsError(
-                    f"[{section}].{key}",
-                    "unknown setting",
-                    f"use one of {', '.join(known)}",
-                    source=source,
-                )
-            name, kind = known[key]
-            values[name] = _check(f"[{section}].{key}", kind, value, source)
-    if "budgets" in values:
-        values["controller"] = replace(
-            values.get("controller", ControllerConfig()), budgets=values.pop("budgets")
+def _module(entry: str) -> str:
+    if _MODULE_ENTRY.fullmatch(entry) is None:
+        raise _refuse(
+            f"is not a module, module prefix or module:function, got {entry!r}",
+            'write e.g. "my_service" (it and its submodules), "my_service." (its submodules) or '
+            '"my_service.handlers:square"',
         )
-    return values
+    return entry
 
 
-def _budgets(body: Mapping[str, Any], source: str) -> tuple[BudgetLimit, ...]:
-    for key in body:
-        if key != "limits":
-            raise SettingsError(f"[budgets].{key}", "unknown setting", "use limits", source=source)
+def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _uid_range(value: Any) -> tuple[int, int]:
     try:
-        return limits_from_list(body.get("limits", []), "limits")
+        return parse_uid_range(value)
+    except IsolationError as err:
+        raise _refuse(str(err)) from None
+
+
+def _fake_gpus(text: str) -> str:
+    try:
+        parse_fake_gpus(text)
+    except FactsError as err:
+        raise _refuse(str(err), "e.g. 8xH100-80GB") from None
+    return text
+
+
+def _http_url(hint: str) -> AfterValidator:
+    def check(url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise _refuse(f"must be an http(s) URL, got {url!r}", hint)
+        return url
+
+    return AfterValidator(check)
+
+
+Text = Annotated[
+    str,
+    BeforeValidator(_text),
+    Strict(),
+    StringConstraints(min_length=1),
+    Field(description="a non-empty string"),
+]
+DatabaseUrl = Annotated[
+    str,
+    BeforeValidator(_text),
+    Strict(),
+    AfterValidator(_database_url),
+    Field(description="a database URL string"),
+]
+Seconds = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
+Rate = Annotated[
+    float, Strict(), Field(ge=0, le=1, allow_inf_nan=False, description="a probability between 0 and 1")
+]
+Count = Annotated[int, Strict(), Field(ge=1, description="a whole number >= 1")]
+Whole = Annotated[int, Strict(), Field(ge=0, description="a whole number >= 0")]
+Bytes = Annotated[
+    int,
+    Strict(),
+    Field(
+        ge=1, description="a whole number of bytes >= 1", json_schema_extra=_hint("e.g. 67108864 (64 MiB)")
+    ),
+]
+Port = Annotated[int, Strict(), Field(ge=0, le=65535, description="a port number 0-65535")]
+Flag = Annotated[bool, Strict(), Field(description="true or false")]
+Providers = Annotated[
+    tuple[Annotated[str, Strict(), AfterValidator(_provider)], ...],
+    Field(min_length=1, description="a non-empty list of provider names"),
+    AfterValidator(_unique),
+]
+
+
+class _Section(BaseModel):
+    """A table of the file: unknown keys are refused. A field's ``serialization_alias`` is the ``Settings``
+    field it sets (the key itself when there is none)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def values(self) -> dict[str, Any]:
+        """What the table sets, keyed by ``Settings`` field (tables inside it left out)."""
+        data = self.model_dump(exclude_unset=True, by_alias=True)
+        return {k: v for k, v in data.items() if not isinstance(v, dict)}
+
+
+class ServerSection(_Section):
+    host: Text | None = None
+    port: Port | None = None
+    demo: Flag | None = None
+    auth: Flag | None = Field(None, serialization_alias="auth_required")
+
+
+class StoreSection(_Section):
+    data_dir: Text | None = None
+    database_url: DatabaseUrl | None = None
+
+
+class MarketSection(_Section):
+    seed: Whole | None = Field(
+        None,
+        serialization_alias="market_seed",
+        json_schema_extra=_hint("leave it out to keep the stored seed"),
+    )
+    time_scale: Positive | None = None
+    boot_failure_rate: Rate | None = None
+    database_url: DatabaseUrl | None = Field(None, serialization_alias="market_database_url")
+
+
+class LoopsSection(_Section):
+    tick_s: Positive | None = None
+    price_interval_s: Positive | None = None
+    executor_interval_s: Positive | None = None
+    executor_batch: Count | None = None
+    action_stale_after_s: Positive | None = None
+    retry_backoff_s: Seconds | None = None
+    retry_backoff_max_s: Seconds | None = None
+    park_ttl_s: Seconds | None = None
+
+
+class LeaseSection(_Section):
+    name: Text | None = Field(None, serialization_alias="lease_name")
+    ttl_s: Positive | None = Field(None, serialization_alias="lease_ttl_s")
+    renew_s: Positive | None = Field(None, serialization_alias="lease_renew_s")
+
+
+class SFComputeSection(_Section):
+    """``[providers.sfcompute]``, read into :class:`SFComputeBuySettings`."""
+
+    buy_via: Annotated[str, Strict(), _one_of(("orders", "nodes"))] | None = None
+    controller_url: Text | None = None
+    image_id: Text | None = None
+    zone: Text | None = None
+    node_type: Annotated[str, Strict(), _one_of(("autoreserved", "reserved"))] | None = None
+    python: Text | None = None
+    pip_spec: Text | None = None
+    join_token_ttl_s: Positive | None = None
+
+    @model_validator(mode="after")
+    def _nodes_need_a_url(self) -> SFComputeSection:
+        url = self.controller_url or ""
+        if self.buy_via == "nodes" and not url.startswith(("http://", "https://")):
+            raise _refuse(
+                'is required with buy_via = "nodes"' if not url else f"must be an http(s) URL, got {url!r}",
+                'the bought nodes\' agents dial it: e.g. controller_url = "https://scalar.example:8000"',
+                at="controller_url",
+            )
+        return self
+
+
+class ProvidersSection(_Section):
+    enabled: Providers | None = None
+    sfcompute: SFComputeSection | None = None
+
+
+class AgentsSection(_Section):
+    heartbeat_s: Positive | None = Field(None, serialization_alias="agent_heartbeat_s")
+    suspect_after_s: Positive | None = Field(None, serialization_alias="agent_suspect_after_s")
+    lost_after_s: Positive | None = Field(None, serialization_alias="agent_lost_after_s")
+    job_user: Annotated[str, Strict(), _one_of(JOB_USERS)] | None = Field(
+        None, serialization_alias="agent_job_user"
+    )
+    sandbox: Annotated[str, Strict(), _one_of(SANDBOXES)] | None = Field(
+        None, serialization_alias="agent_sandbox"
+    )
+    uid_range: Annotated[tuple[int, int], PlainValidator(_uid_range)] | None = Field(
+        None, serialization_alias="agent_uid_range"
+    )
+    log_max_bytes_per_attempt: Bytes | None = Field(
+        None, serialization_alias="agent_log_max_bytes_per_attempt"
+    )
+
+
+class LogsSection(_Section):
+    max_bytes_per_tenant: Bytes | None = Field(None, serialization_alias="logs_max_bytes_per_tenant")
+    retention_s: Positive | None = Field(None, serialization_alias="logs_retention_s")
+
+
+class EndpointsSection(_Section):
+    handlers: (
+        Annotated[tuple[Annotated[str, Strict(), AfterValidator(_module)], ...], AfterValidator(_unique)]
+        | None
+    ) = Field(
+        None,
+        serialization_alias="endpoint_handlers",
+        description="a list of module names",
+        json_schema_extra=_hint('e.g. ["my_service.handlers"]'),
+    )
+    max_request_retries: Whole | None = Field(None, serialization_alias="endpoint_max_request_retries")
+    webhook_allow_private: Flag | None = Field(None, serialization_alias="endpoint_webhook_allow_private")
+
+
+class KubernetesSection(_Section):
+    """``[kubernetes]``, read into :class:`KubernetesSettings`."""
+
+    providers: Providers | None = None
+    namespace: Text | None = None
+    kubeconfig: Text | None = None
+    context: Text | None = None
+    server: Text | None = None
+    token_env: Text | None = None
+    controller_url: Annotated[
+        Text, _http_url("the agents in the pods dial it: use an address they can reach")
+    ] = Field(json_schema_extra=_hint('e.g. controller_url = "http://controller.example:8000"'))
+    image: Text = Field(json_schema_extra=_hint('e.g. image = "registry.example/scalar:0.1.0"'))
+    agent_command: (
+        Annotated[tuple[Annotated[str, Strict(), Field(min_length=1)], ...], Field(min_length=1)] | None
+    ) = Field(
+        None,
+        description="a non-empty list of strings",
+        json_schema_extra=_hint('e.g. ["python", "-m", "scalar.agent"]'),
+    )
+    fake_gpus: Annotated[Text, AfterValidator(_fake_gpus)] | None = None
+    # "": request no GPUs (a cluster without the device plugin)
+    gpu_resource: Annotated[str, BeforeValidator(_text), Strict()] | None = None
+    reconcile_s: Positive | None = None
+    join_token_ttl_s: Positive | None = None
+
+    @model_validator(mode="after")
+    def _one_api(self) -> KubernetesSection:
+        if (self.kubeconfig is None) == (self.server is None):
+            raise _refuse(
+                "needs exactly one of kubeconfig and server",
+                "set kubeconfig = PATH, or server = URL with the token in the environment variable token_env",
+            )
+        return self
+
+
+class ConsolidationSection(_Section):
+    """``[controller.consolidation]``, read into the engine's ``ConsolidationPolicy``."""
+
+    enabled: Flag | None = None
+    max_used_fraction: Rate | None = None
+    restart_overhead_s: Seconds | None = None
+    max_moves: Whole | None = None
+
+
+def _controller(value: Any) -> ControllerConfig:
+    if isinstance(value, ControllerConfig):
+        return value
+    if not isinstance(value, Mapping):
+        raise _refuse("must be a table")
+    body = dict(value)
+    if "consolidation" in body:  # ControllerConfig.from_dict takes the policy built
+        try:
+            section = ConsolidationSection.model_validate(body["consolidation"])
+        except ValidationError as err:
+            problem, hint, rest = _problem(
+                err.errors()[0], ConsolidationSection, list(err.errors()[0]["loc"])
+            )
+            raise _refuse(problem, hint, at=f"consolidation{_below(rest)}") from None
+        body["consolidation"] = ConsolidationPolicy(**section.values())
+    try:
+        return ControllerConfig.from_dict(body)
+    except ConfigError as err:
+        raise _refuse(err.problem, err.hint, at=err.field) from None
+
+
+def _budget_limits(value: Any) -> Any:
+    try:
+        return limits_from_list(value, "limits")
     except InvalidSpecError as err:
-        raise SettingsError(f"[budgets].{err.field}", err.problem, err.hint, source=source) from None
+        raise _refuse(err.problem, err.hint, at=err.field) from None
 
 
-_K8S_STRINGS = ("namespace", "kubeconfig", "context", "server", "token_env", "controller_url", "image")
-_K8S_KEYS = (
-    *_K8S_STRINGS,
-    "providers",
-    "agent_command",
-    "fake_gpus",
-    "gpu_resource",
-    "reconcile_s",
-    "join_token_ttl_s",
-)
+class BudgetsSection(_Section):
+    """``[[budgets.limits]]``: spend limits, kept in the controller's config (``ControllerConfig.budgets``)."""
+
+    limits: Annotated[Any, PlainValidator(_budget_limits)] = ()
+
+
+# what load_settings reads: (the file or None, the environment)
+_READING: ContextVar[tuple[Path | None, Mapping[str, str]]] = ContextVar("_READING", default=(None, {}))
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """``SCALAR_DATABASE_URL`` -> ``[store].database_url``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.url = environ.get(DATABASE_URL_ENV, "").strip()
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {"store": {"database_url": self.url}} if self.url else {}
+
+
+class Layers(BaseSettings):
+    """The file's shape, filled from the layers: flags (init values) over the environment over the file."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+    server: ServerSection | None = None
+    store: StoreSection | None = None
+    market: MarketSection | None = None
+    loops: LoopsSection | None = None
+    lease: LeaseSection | None = None
+    providers: ProvidersSection | None = None
+    agents: AgentsSection | None = None
+    logs: LogsSection | None = None
+    endpoints: EndpointsSection | None = None
+    controller: Annotated[Any, PlainValidator(_controller)] = None
+    budgets: BudgetsSection | None = None
+    kubernetes: KubernetesSection | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path, environ = _READING.get()
+        sources = [init_settings, _Environment(settings_cls, environ)]
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+SECTIONS = tuple(Layers.model_fields)
+_FLAT = ("server", "store", "market", "loops", "lease", "providers", "agents", "logs", "endpoints")
+
+
+def _section_model(info: FieldInfo) -> type[_Section] | None:
+    for candidate in (info.annotation, *get_args(info.annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, _Section):
+            return candidate
+    return None
+
+
+# section -> key -> the Settings field it sets (the sections the flags also reach)
+SCHEMA: dict[str, dict[str, str]] = {
+    section: {
+        key: info.serialization_alias or key
+        for key, info in model.model_fields.items()
+        if _section_model(info) is None
+    }
+    for section in _FLAT
+    if (model := _section_model(Layers.model_fields[section])) is not None
+}
+_FLAGS = {name: (section, key) for section, keys in SCHEMA.items() for key, name in keys.items()}
+_OBJECTS = ("controller", "providers", "holder", "kubernetes")  # flags that carry a built value
+
+
+# ---- ValidationError -> SettingsError -------------------------------------------------------------------
+
+_TYPES = {
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "int_parsing": "a whole number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "tuple_type": "a list",
+    "list_type": "a list",
+    "too_short": "not empty",
+    "model_type": "a table",
+    "dict_type": "a table",
+}
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def _words(info: FieldInfo) -> tuple[str | None, str | None]:
+    """What a field must be and the hint, from the field or the type it is (inside ``X | None``)."""
+    described = [info]
+    for arg in get_args(info.annotation):
+        described += [m for m in getattr(arg, "__metadata__", ()) if isinstance(m, FieldInfo)]
+    description = next((d.description for d in described if d.description), None)
+    extras = [d.json_schema_extra for d in described if isinstance(d.json_schema_extra, dict)]
+    hint = next((str(e["hint"]) for e in extras if "hint" in e), None)
+    return description, hint
+
+
+def _where(loc: tuple[str | int, ...]) -> tuple[list[str], type[_Section] | None, list[str | int]]:
+    """A location as the table it is in (``providers.sfcompute``), that table's model and the key below."""
+    table, rest = [str(loc[0])], list(loc[1:])
+    field = Layers.model_fields.get(str(loc[0]))
+    model = _section_model(field) if field is not None else None
+    while model is not None and rest and isinstance(rest[0], str) and rest[0] in model.model_fields:
+        inner = _section_model(model.model_fields[rest[0]])
+        if inner is None:
+            break
+        table.append(str(rest.pop(0)))
+        model = inner
+    return table, model, rest
+
+
+def _problem(
+    error: ErrorDetails, model: type[_Section] | None, rest: list[str | int]
+) -> tuple[str, str | None, list[str | int]]:
+    """What is wrong, how to fix it, and the key below the table (a check may name another one)."""
+    ctx: Mapping[str, Any] = error.get("ctx") or {}
+    value = error.get("input")
+    info = model.model_fields.get(str(rest[0])) if model is not None and len(rest) == 1 else None
+    description, hint = _words(info) if info is not None else (None, None)
+    kind = error["type"]
+    if kind == "setting":
+        return ctx["problem"], ctx.get("hint"), [ctx["at"]] if ctx.get("at") else rest
+    if kind == "extra_forbidden" and model is None:
+        return "unknown section", f"use one of {', '.join(SECTIONS)}", rest
+    if kind == "extra_forbidden" and model is not None:
+        return "unknown setting", f"use one of {', '.join(model.model_fields)}", rest
+    if kind == "missing":
+        return "is required", hint, rest
+    if description:
+        return f"must be {description}, got {value!r}", hint, rest
+    if kind in _BOUNDS:
+        return f"must be {_BOUNDS[kind]} {next(iter(ctx.values())):g}, got {value!r}", hint, rest
+    if kind in _TYPES:
+        return f"must be {_TYPES[kind]}, got {value!r}", hint, rest
+    return f"{error['msg']}, got {value!r}", hint, rest
+
+
+def _below(rest: list[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest)
+
+
+def _refusal(
+    err: ValidationError,
+    source: str,
+    origins: Mapping[tuple[str | int, ...], tuple[str, str]],
+    *,
+    under: str = "",
+) -> SettingsError:
+    """A ``ValidationError`` (its first error) as ``<source>: [section].key: problem; hint``. ``under``: the
+    table the validated value was read from (``kubernetes``) when it was not a whole file; ``origins``
+    renames the keys a flag or the environment set (``--tick-s``, ``SCALAR_DATABASE_URL``)."""
+    error = err.errors()[0]
+    loc = (under, *error["loc"]) if under else tuple(error["loc"])
+    table, model, rest = _where(loc)
+    problem, hint, rest = _problem(error, model, rest)
+    origin = origins.get(loc[:2])
+    if origin is not None:
+        return SettingsError(origin[0], problem, hint, source=origin[1])
+    return SettingsError(f"[{'.'.join(table)}]{_below(rest)}", problem, hint, source=source)
+
+
+# ---- the values the control plane runs with ----------------------------------------------------------------
+
+
+def _kubernetes(section: KubernetesSection) -> KubernetesSettings:
+    return KubernetesSettings(**section.values())
 
 
 def kubernetes_settings(body: Mapping[str, Any], source: str = CONFIG_NAME) -> KubernetesSettings:
     """Read and check a ``[kubernetes]`` table; a bad key raises :class:`SettingsError` saying the fix."""
+    try:
+        section = KubernetesSection.model_validate(body)
+    except ValidationError as err:
+        raise _refusal(err, source, {}, under="kubernetes") from None
+    return _kubernetes(section)
+
+
+def _settings(layers: Layers, objects: Mapping[str, Any]) -> Settings:
     values: dict[str, Any] = {}
-    for key, value in body.items():
-        where = f"[kubernetes].{key}"
-        if key not in _K8S_KEYS:
-            raise SettingsError(where, "unknown setting", f"use one of {', '.join(_K8S_KEYS)}", source=source)
-        if key in ("reconcile_s", "join_token_ttl_s"):
-            values[key] = _check(where, _POSITIVE, value, source)
-        elif key == "providers":
-            values[key] = _check(where, _NAMES, value, source)
-        elif key == "agent_command":
-            if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-                raise SettingsError(
-                    where,
-                    f"must be a non-empty list of strings, got {value!r}",
-                    'e.g. ["python", "-m", "scalar.agent"]',
-                    source=source,
-                )
-            values[key] = tuple(value)
-        elif key == "gpu_resource" and value == "":  # request no GPUs (a cluster without the device plugin)
-            values[key] = ""
-        else:
-            values[key] = _check(where, _STRING, value, source)
-    if "fake_gpus" in values:
-        from scalar.agent.facts import FactsError, parse_fake_gpus
-
-        try:
-            parse_fake_gpus(values["fake_gpus"])
-        except FactsError as err:
-            raise SettingsError(
-                "[kubernetes].fake_gpus", str(err), "e.g. 8xH100-80GB", source=source
-            ) from None
-    if ("kubeconfig" in values) == ("server" in values):
-        raise SettingsError(
-            "[kubernetes]",
-            "needs exactly one of kubeconfig and server",
-            "set kubeconfig = PATH, or server = URL with the token in the environment variable token_env",
-            source=source,
+    for section in _FLAT:
+        body = getattr(layers, section)
+        if body is not None:
+            values.update(body.values())
+    sfcompute = layers.providers.sfcompute if layers.providers else None
+    providers = ProvidersSettings(
+        enabled=values.pop("enabled", MARKET_PROVIDERS),
+        market_database_url=values.pop("market_database_url", None) or None,
+        sfcompute=SFComputeBuySettings(**sfcompute.values()) if sfcompute else None,
+    )
+    values["providers"] = providers
+    if "data_dir" in values:
+        values["data_dir"] = Path(values["data_dir"])
+    if layers.controller is not None:
+        values["controller"] = layers.controller
+    if layers.budgets is not None:
+        values["controller"] = replace(
+            values.get("controller", ControllerConfig()), budgets=layers.budgets.limits
         )
-    for required, example in (
-        ("controller_url", "http://controller.example:8000"),
-        ("image", "registry.example/scalar:0.1.0"),
-    ):
-        if required not in values:
-            raise SettingsError(
-                f"[kubernetes].{required}", "is required", f'e.g. {required} = "{example}"', source=source
-            )
-    if not values["controller_url"].startswith(("http://", "https://")):
+    if layers.kubernetes is not None:
+        values["kubernetes"] = _kubernetes(layers.kubernetes)
+    values.update(objects)
+    return Settings(**values)
+
+
+def _read(path: Path, build: Callable[[], Layers]) -> Layers:
+    if not path.exists():
         raise SettingsError(
-            "[kubernetes].controller_url",
-            f"must be an http(s) URL, got {values['controller_url']!r}",
-            "the agents in the pods dial it: use an address they can reach",
-            source=source,
+            "(file)", f"{path} does not exist", "pass --config with an existing file", source=str(path)
         )
-    return KubernetesSettings(**values)
-
-
-_SFC_KEYS = (
-    "buy_via",
-    "controller_url",
-    "image_id",
-    "zone",
-    "node_type",
-    "python",
-    "pip_spec",
-    "join_token_ttl_s",
-)
-
-
-def sfcompute_buy_settings(body: Mapping[str, Any], source: str = CONFIG_NAME) -> SFComputeBuySettings:
-    """Read and check ``[providers.sfcompute]``; a bad key raises :class:`SettingsError` saying the fix."""
-    values: dict[str, Any] = {}
-    for key, value in body.items():
-        where = f"[providers.sfcompute].{key}"
-        if key not in _SFC_KEYS:
-            raise SettingsError(where, "unknown setting", f"use one of {', '.join(_SFC_KEYS)}", source=source)
-        kind = _POSITIVE if key == "join_token_ttl_s" else _STRING
-        values[key] = _check(where, kind, value, source)
-    choices = {"buy_via": ("orders", "nodes"), "node_type": ("autoreserved", "reserved")}
-    for key, allowed in choices.items():
-        if key in values and values[key] not in allowed:
-            raise SettingsError(
-                f"[providers.sfcompute].{key}",
-                f"must be one of {', '.join(allowed)}, got {values[key]!r}",
-                source=source,
-            )
-    if values.get("buy_via") == "nodes":
-        url = values.get("controller_url", "")
-        if not url.startswith(("http://", "https://")):
-            raise SettingsError(
-                "[providers.sfcompute].controller_url",
-                'is required with buy_via = "nodes"' if not url else f"must be an http(s) URL, got {url!r}",
-                'the bought nodes\' agents dial it: e.g. controller_url = "https://scalar.example:8000"',
-                source=source,
-            )
-    return SFComputeBuySettings(**values)
-
-
-def _flag_key(name: str) -> tuple[str, str]:
-    spot = _FIELD_KEYS.get(name)
-    if spot is None:
-        return name, _STRING
-    return f"--{name.replace('_', '-')}", spot[2]
+    try:
+        return build()
+    except tomllib.TOMLDecodeError as err:
+        raise SettingsError("(file)", f"not valid TOML: {err}", source=str(path)) from None
+    except OSError as err:
+        raise SettingsError("(file)", f"cannot read it: {err.strerror or err}", source=str(path)) from None
 
 
 def load_settings(
@@ -553,38 +773,42 @@ def load_settings(
     path = config_path
     if path is None and Path(CONFIG_NAME).is_file():
         path = Path(CONFIG_NAME)
-    values: dict[str, Any] = {}
-    if path is not None:
-        values = _from_file(_read_file(Path(path)), str(path))
-    url = environ.get(DATABASE_URL_ENV, "").strip()
-    if url:
-        values["database_url"] = _check(DATABASE_URL_ENV, _URL, url, "environment")
-    settable = {f.name for f in fields(Settings)} | {"enabled", "market_database_url"}
+    source = str(path) if path is not None else CONFIG_NAME
+    origins: dict[tuple[str | int, ...], tuple[str, str]] = {}
+    if environ.get(DATABASE_URL_ENV, "").strip():
+        origins["store", "database_url"] = (DATABASE_URL_ENV, "environment")
+    flags: dict[str, Any] = {}  # section -> key -> value, the init values of Layers
+    objects: dict[str, Any] = {}
     for name, value in (overrides or {}).items():
         if value is None:
             continue
-        if name not in settable:
+        if name in _OBJECTS:
+            objects[name] = value
+            continue
+        if name not in _FLAGS:
             raise SettingsError(name, "unknown setting", source="command line")
-        key, kind = _flag_key(name)
-        if name in ("controller", "providers", "holder", "kubernetes"):
-            values[name] = value
-        else:
-            values[name] = _check(key, kind, value, "command line")
-    providers = ProvidersSettings(
-        enabled=values.pop("enabled", MARKET_PROVIDERS),
-        market_database_url=values.pop("market_database_url", None) or None,
-        sfcompute=values.pop("sfcompute_buy", None),
-    )
-    values.setdefault("providers", providers)
-    if "data_dir" in values:
-        values["data_dir"] = Path(values["data_dir"])
-    settings = Settings(**values)
+        section, key = _FLAGS[name]
+        flags.setdefault(section, {})[key] = value
+        origins[section, key] = (f"--{name.replace('_', '-')}", "command line")
+
+    def build() -> Layers:
+        token = _READING.set((None if path is None else Path(path), environ))
+        try:
+            return Layers(**flags)
+        finally:
+            _READING.reset(token)
+
+    try:
+        layers = build() if path is None else _read(Path(path), build)
+    except ValidationError as err:
+        raise _refusal(err, source, origins) from None
+    settings = _settings(layers, objects)
     if settings.lease_renew_s >= settings.lease_ttl_s:
         raise SettingsError(
             "[lease].renew_s",
             f"is {settings.lease_renew_s:g} s but ttl_s is {settings.lease_ttl_s:g} s",
             "renew well within the lease, e.g. renew_s <= ttl_s / 3",
-            source=str(path) if path else CONFIG_NAME,
+            source=source,
         )
     if settings.park_ttl_s <= settings.action_stale_after_s:
         raise SettingsError(
@@ -592,12 +816,10 @@ def load_settings(
             f"is {settings.park_ttl_s:g} s but action_stale_after_s is {settings.action_stale_after_s:g} s",
             "node events must wait longer than a crashed purchase takes to be executed again "
             "(keep park_ttl_s well above action_stale_after_s)",
-            source=str(path) if path else CONFIG_NAME,
+            source=source,
         )
     try:
         settings.market_config()
     except MarketConfigError as err:
-        raise SettingsError(
-            "[market]", err.message, err.hint, source=str(path) if path else CONFIG_NAME
-        ) from None
+        raise SettingsError("[market]", err.message, err.hint, source=source) from None
     return settings
