@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from scalar.runtime import ControlPlane
 from tests.api.real_control_plane import opened_api
 from tests.cli.test_submit_cli import assert_usage_error, dead_server
 from tests.conftest import CliResult
@@ -121,7 +120,9 @@ def test_server_down_exits_1_and_says_how_to_start_it(run_cli: Run) -> None:
     assert "`make run` or `scalar up`" in result.stderr
 
 
-def test_jobs_page_with_limit_and_after_and_all_walks_every_page(run_cli: Run, server: str, jobs: Jobs) -> None:
+def test_jobs_page_with_limit_and_after_and_all_walks_every_page(
+    run_cli: Run, server: str, jobs: Jobs
+) -> None:
     one, two, three = (j["id"] for j in jobs)
     first = run_cli("jobs", "--server", server, "--limit", "2")
     assert first.returncode == 0, first.stderr

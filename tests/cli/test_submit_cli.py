@@ -47,9 +47,7 @@ def assert_usage_error(result: CliResult) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_flags_submit_the_job_and_print_its_id_and_state(
-    run_cli: Run, server: str, cp: ControlPlane
-) -> None:
+def test_flags_submit_the_job_and_print_its_id_and_state(run_cli: Run, server: str, cp: ControlPlane) -> None:
     result = run_cli(
         "submit", "--server", server, "--gpus", "4", "--vram-gb", "40", "--cpu", "16", "--ram-gb", "128",
         "--duration", "2m", "--tier", "flex", "--priority", "3", "--name", "sweep",
