@@ -1,29 +1,31 @@
-"""API tests run against a live server on loopback (real HTTP through httpx)."""
+"""API tests run against a live server on loopback (real HTTP through httpx), over a real control plane
+on a fresh SQLite database (``tests/api/real_control_plane.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from scalar.api.app import create_app
-from tests.api.fake_control_plane import FakeControlPlane
-from tests.api.live_server import serve
+from scalar.runtime import ControlPlane
+from tests.api.real_control_plane import opened_api
 
 
 @pytest.fixture
-def fake_cp() -> FakeControlPlane:
-    return FakeControlPlane()
+def served(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, ControlPlane]]:
+    """(base URL, control plane): opened, not started, so jobs stay as submitted until it steps."""
+    with opened_api(sqlite_url, tmp_path) as pair:
+        yield pair
 
 
 @pytest.fixture
-def fake_url(fake_cp: FakeControlPlane) -> Iterator[str]:
-    with serve(create_app(fake_cp)) as url:
-        yield url
+def cp(served: tuple[str, ControlPlane]) -> ControlPlane:
+    return served[1]
 
 
 @pytest.fixture
-def client(fake_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=fake_url, timeout=30) as http:
+def client(served: tuple[str, ControlPlane]) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=served[0], timeout=30) as http:
         yield http

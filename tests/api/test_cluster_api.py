@@ -272,7 +272,8 @@ def test_status_and_the_cost_preview_of_a_job(cluster: Cluster) -> None:
     refused = c.http.post("/jobs/preview", json={"tier": "FAST", "gpu_count": 100000})
     assert refused.status_code == 422 and refused.json()["type"].endswith("job-rejected")
     typo = c.http.post("/jobs/preview", json={"tier": "FAST", "gpus": 1})
-    assert typo.status_code == 422 and "gpus" in typo.text
+    assert typo.status_code == 422 and typo.json()["type"] == "urn:scalar:problem:invalid-request"
+    assert {e["field"] for e in typo.json()["errors"]} == {"gpus", "gpu_count"}  # unknown; and missing
     assert len(c.plane.list_jobs()) == jobs_before  # a preview stores nothing
 
 

@@ -1,4 +1,6 @@
-"""GET /orderbook answers in seed 000's response shape (plus insufficient_liquidity, fill, the scores)."""
+"""GET /orderbook answers in seed 000's response shape (plus insufficient_liquidity, fill, the scores), over
+the built-in market's live book (a real control plane; the seed's own worked example is checked on its book
+file by ``tests/cli/test_orderbook_cli.py``)."""
 
 from __future__ import annotations
 
@@ -51,18 +53,33 @@ def get_book(client: httpx.Client, **params: Any) -> dict[str, Any]:
     return body
 
 
-def test_the_seeds_example_for_8_nodes_answers_25_00_at_index_2_in_the_seeds_shape(
+def assert_consistent(body: dict[str, Any]) -> None:
+    """The book's totals, running sums and chosen level agree with its own rows."""
+    asks = body["asks"]
+    quantities = [a["quantity_gpus"] for a in asks]
+    assert [a["cumulative_quantity"] for a in asks] == [sum(quantities[: i + 1]) for i in range(len(asks))]
+    assert body["total_ask_liquidity"] == sum(quantities)
+    assert body["total_bid_liquidity"] == sum(b["quantity_gpus"] for b in body["bids"])
+    assert [a["price"] for a in asks] == sorted(a["price"] for a in asks)
+    assert body["optimal_price"] == asks[body["optimal_index"]]["price"]
+
+
+def test_8_nodes_of_8xh100_bid_at_a_level_that_covers_64_gpus_in_the_seeds_shape(
     client: httpx.Client,
 ) -> None:
     body = get_book(client, instance_type="8xH100", node_count=8)
 
     assert_seed_shape(body)
-    assert (body["optimal_price"], body["optimal_index"], body["spread"]) == (25, 2, 1)
-    assert (body["total_ask_liquidity"], body["total_bid_liquidity"]) == (432, 120)
+    assert_consistent(body)
     assert body["metadata"] == {"required_gpus": 64, "node_count": 8, "gpus_per_node": 8}
-    assert [a["cumulative_quantity"] for a in body["asks"]] == [32, 96, 224, 272, 368, 432]
+    assert body["total_ask_liquidity"] >= 64  # the built-in market's book is deep enough
     assert body["insufficient_liquidity"] is False
+    viable = body["min_viable_index"]
+    cumulative = [a["cumulative_quantity"] for a in body["asks"]]
+    assert cumulative[viable] >= 64 and (viable == 0 or cumulative[viable - 1] < 64)
+    assert body["optimal_index"] >= viable  # the chosen level covers the need
     assert body["fill"]["filled_gpus"] == 64
+    assert body["reason"]["code"] == "optimal_level" and body["reason"]["need"] == 64
 
 
 def test_node_count_defaults_to_one_and_gpus_per_node_comes_from_the_instance_type(
@@ -76,20 +93,24 @@ def test_node_count_defaults_to_one_and_gpus_per_node_comes_from_the_instance_ty
 def test_more_gpus_than_the_book_holds_is_flagged_insufficient_liquidity_at_the_lowest_ask(
     client: httpx.Client,
 ) -> None:
-    body = get_book(client, instance_type="8xH100", node_count=100)
+    body = get_book(client, instance_type="8xH100", node_count=1000)
 
     assert_seed_shape(body)
+    assert_consistent(body)
+    assert body["metadata"]["required_gpus"] == 8000 > body["total_ask_liquidity"]
     assert body["insufficient_liquidity"] is True
-    assert (body["optimal_price"], body["optimal_index"]) == (24, 0)
-    assert body["fill"]["filled_gpus"] == 432
-    assert body["metadata"]["required_gpus"] == 800
+    assert (body["optimal_price"], body["optimal_index"]) == (body["asks"][0]["price"], 0)
+    assert body["fill"]["filled_gpus"] == body["total_ask_liquidity"]
+    assert body["reason"]["code"] == "insufficient_liquidity"
+    assert [w["code"] for w in body["warnings"]] == ["insufficient_liquidity"]
 
 
 def test_an_unknown_instance_type_is_a_404_problem_naming_it(client: httpx.Client) -> None:
     body = problem_of(client.get("/orderbook", params={"instance_type": "8xA100"}), 404)
 
-    assert body["errors"][0]["field"] == "instance_type"
-    assert "8xA100" in body["detail"]
+    assert (body["type"], body["title"]) == ("urn:scalar:problem:not-found", "Not found")
+    assert [e["field"] for e in body["errors"]] == ["instance_type"]
+    assert "8xA100" in body["detail"]  # the value given is named
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import pytest
 
 from scalar.api.app import create_app
 from scalar.runtime import ControlPlane, load_settings
-from tests.api.fake_control_plane import FakeControlPlane
 from tests.api.live_server import serve
+from tests.api.real_control_plane import JobsOnly, opened_api
 from tests.providers.fakeserver import FakeServer
 from tests.runtime.live_fakes import LIVE, break_runpod, live_providers, serve_samples
 
@@ -150,6 +150,8 @@ def test_a_broken_provider_shows_stale_with_its_error_while_the_rest_work(
         cp.live.fetch("runpod")
 
 
-def test_a_control_plane_without_price_calls_has_no_price_routes() -> None:
-    with serve(create_app(FakeControlPlane())) as url:
+def test_a_control_plane_without_price_calls_has_no_price_routes(sqlite_url: str, tmp_path: Path) -> None:
+    with opened_api(sqlite_url, tmp_path) as (full_url, cp), serve(create_app(JobsOnly(cp))) as url:
+        assert httpx.get(full_url + "/prices").status_code == 200  # the same plane, all its calls
         assert httpx.get(url + "/prices").status_code == 404
+        assert httpx.get(url + "/jobs").status_code == 200

@@ -1,15 +1,16 @@
-"""``scalar jobs`` against a live API server (the fake control plane behind real HTTP)."""
+"""``scalar jobs`` against a live API server: a real control plane on a fresh SQLite database behind real
+HTTP, stepped by the test until one of its jobs runs on a node of the built-in market."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from scalar.api.app import create_app
-from tests.api.fake_control_plane import FakeControlPlane
-from tests.api.live_server import serve
+from tests.api.real_control_plane import opened_api
 from tests.cli.test_submit_cli import assert_usage_error, dead_server
 from tests.conftest import CliResult
 
@@ -18,58 +19,77 @@ JOB = {"tier": "FAST", "gpu_count": 2, "vram_per_gpu_gb": 40.0, "cpu_cores": 8.0
        "expected_duration_sec": 600.0, "priority": 1, "share_gpu": False}  # fmt: skip
 
 
-@pytest.fixture
-def fake_cp() -> FakeControlPlane:
-    cp = FakeControlPlane()
-    cp.submit_job({**JOB, "name": "first"})
-    cp.submit_job(JOB)
-    cp.submit_job({**JOB, "gpu_count": 8, "name": "big"})
-    running = cp.jobs["job-0002"]
-    running.update(state="RUNNING", reason="running on node-a", placements=[
-        {"node_id": "node-a", "gpu_indices": [0, 1]}
-    ])  # fmt: skip
-    return cp
+Jobs = list[dict[str, Any]]
 
 
 @pytest.fixture
-def server(fake_cp: FakeControlPlane) -> Iterator[str]:
-    with serve(create_app(fake_cp)) as url:
-        yield url
+def served(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, Jobs]]:
+    """(base URL, the three jobs as stored, oldest first): the second one RUNNING with a placement."""
+    with opened_api(sqlite_url, tmp_path / "data") as (url, cp):
+        ids = [
+            cp.submit_job({**JOB, "name": "first"})["id"],
+            cp.submit_job(JOB)["id"],
+            cp.submit_job({**JOB, "gpu_count": 8, "name": "big"})["id"],
+        ]
+        for _ in range(100):  # the controller buys a node and places the job within a few steps
+            cp.run_once()
+            cp.run_executor_once()
+            if (cp.get_job(ids[1]) or {}).get("state") == "RUNNING":
+                break
+        jobs = [cp.get_job(job_id) for job_id in ids]
+        assert all(jobs) and jobs[1] is not None and jobs[1]["state"] == "RUNNING", jobs
+        yield url, [j for j in jobs if j is not None]
 
 
-def test_the_table_lists_every_job_with_upper_snake_headers_and_dashes(run_cli: Run, server: str) -> None:
+@pytest.fixture
+def server(served: tuple[str, Jobs]) -> str:
+    return served[0]
+
+
+@pytest.fixture
+def jobs(served: tuple[str, Jobs]) -> Jobs:
+    return served[1]
+
+
+def test_the_table_lists_every_job_with_upper_snake_headers_and_dashes(
+    run_cli: Run, server: str, jobs: Jobs
+) -> None:
     result = run_cli("jobs", "--server", server)
 
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for header in ("ID", "NAME", "STATE", "TIER", "GPUS", "REASON"):
         assert header in out
-    for job_id in ("job-0001", "job-0002", "job-0003"):
-        assert job_id in out
-    row = next(line for line in out.splitlines() if "job-0002" in line)
-    assert row.split()[:5] == ["job-0002", "-", "RUNNING", "FAST", "2"]  # no name: "-"
-    assert "RUNNING" in row
+    for job in jobs:
+        row = next(line for line in out.splitlines() if job["id"] in line)
+        assert row.split()[:5] == [job["id"], job["name"] or "-", job["state"], "FAST", str(job["gpu_count"])]
+    assert jobs[1]["name"] is None  # no name: "-"
 
 
-def test_state_filters_and_json_prints_the_apis_page(run_cli: Run, server: str) -> None:
+def test_state_filters_and_json_prints_the_apis_page(run_cli: Run, server: str, jobs: Jobs) -> None:
     result = run_cli("jobs", "--server", server, "--state", "running", "--json")
 
     assert result.returncode == 0, result.stderr
     page = json.loads(result.stdout)
     assert page["state"] == "RUNNING"
-    assert [j["id"] for j in page["jobs"]] == ["job-0002"]
+    running = [j["id"] for j in jobs if j["state"] == "RUNNING"][::-1]  # newest first
+    assert [j["id"] for j in page["jobs"]] == running and jobs[1]["id"] in running
 
 
-def test_one_job_shows_its_reason_and_placements(run_cli: Run, server: str) -> None:
-    result = run_cli("jobs", "job-0002", "--server", server)
+def test_one_job_shows_its_reason_and_placements(run_cli: Run, server: str, jobs: Jobs) -> None:
+    job = jobs[1]
+    (placement,) = job["placements"]
+    result = run_cli("jobs", job["id"], "--server", server)
 
     assert result.returncode == 0, result.stderr
-    assert "running on node-a" in result.stdout
-    assert "node-a (GPUs 0,1)" in result.stdout
+    words = " ".join(result.stdout.split())  # a long reason wraps in its column
+    assert job["reason"] and job["reason"] in words
+    gpus = ",".join(map(str, placement["gpu_indices"]))
+    assert f"{placement['node_id']} (GPUs {gpus})" in result.stdout
     assert "RUNNING" in result.stdout
 
-    as_json = json.loads(run_cli("jobs", "job-0002", "--server", server, "--json").stdout)
-    assert as_json["placements"] == [{"node_id": "node-a", "gpu_indices": [0, 1]}]
+    as_json = json.loads(run_cli("jobs", job["id"], "--server", server, "--json").stdout)
+    assert as_json["placements"] == job["placements"]
 
 
 def test_an_unknown_job_or_state_is_the_servers_problem_exit_2(run_cli: Run, server: str) -> None:
@@ -84,8 +104,8 @@ def test_an_unknown_job_or_state_is_the_servers_problem_exit_2(run_cli: Run, ser
     assert "fix: give one of PENDING" in bad_state.stderr
 
 
-def test_an_empty_server_says_how_to_submit(run_cli: Run) -> None:
-    with serve(create_app(FakeControlPlane())) as url:
+def test_an_empty_server_says_how_to_submit(run_cli: Run, sqlite_url: str, tmp_path: Path) -> None:
+    with opened_api(sqlite_url, tmp_path) as (url, _):
         result = run_cli("jobs", "--server", url)
 
     assert result.returncode == 0, result.stderr
@@ -100,21 +120,24 @@ def test_server_down_exits_1_and_says_how_to_start_it(run_cli: Run) -> None:
     assert "`make run` or `scalar up`" in result.stderr
 
 
-def test_jobs_page_with_limit_and_after_and_all_walks_every_page(run_cli: Run, server: str) -> None:
+def test_jobs_page_with_limit_and_after_and_all_walks_every_page(
+    run_cli: Run, server: str, jobs: Jobs
+) -> None:
+    one, two, three = (j["id"] for j in jobs)
     first = run_cli("jobs", "--server", server, "--limit", "2")
     assert first.returncode == 0, first.stderr
-    assert "job-0003" in first.stdout and "job-0002" in first.stdout and "job-0001" not in first.stdout
+    assert three in first.stdout and two in first.stdout and one not in first.stdout
     hint = next(line for line in first.stdout.splitlines() if "--after" in line)
     cursor = hint.split("--after ", 1)[1].split()[0]
 
     second = run_cli("jobs", "--server", server, "--limit", "2", "--after", cursor, "--json")
     assert second.returncode == 0, second.stderr
     page = json.loads(second.stdout)
-    assert [j["id"] for j in page["jobs"]] == ["job-0001"] and page["next"] is None
+    assert [j["id"] for j in page["jobs"]] == [one] and page["next"] is None
 
     every = run_cli("jobs", "--server", server, "--limit", "1", "--all", "--json")
     assert every.returncode == 0, every.stderr
-    assert [j["id"] for j in json.loads(every.stdout)["jobs"]] == ["job-0003", "job-0002", "job-0001"]
+    assert [j["id"] for j in json.loads(every.stdout)["jobs"]] == [three, two, one]
 
     bad = run_cli("jobs", "--server", server, "--after", "not-a-cursor")
     assert bad.returncode == 2 and "after" in bad.stderr

@@ -1,4 +1,5 @@
-"""``scalar submit`` against a live API server (the fake control plane behind real HTTP)."""
+"""``scalar submit`` against a live API server (a real control plane on a fresh SQLite database, opened but
+not started, behind real HTTP): what a submission sent is read back from the store."""
 
 from __future__ import annotations
 
@@ -9,23 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from scalar.api.app import create_app
-from tests.api.fake_control_plane import FakeControlPlane
-from tests.api.live_server import serve
+from scalar.runtime import ControlPlane
+from tests.api.real_control_plane import opened_api, stored_jobs
 from tests.conftest import CliResult
 
 Run = Callable[..., CliResult]
 
 
 @pytest.fixture
-def fake_cp() -> FakeControlPlane:
-    return FakeControlPlane()
+def served(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, ControlPlane]]:
+    with opened_api(sqlite_url, tmp_path / "data") as pair:
+        yield pair
 
 
 @pytest.fixture
-def server(fake_cp: FakeControlPlane) -> Iterator[str]:
-    with serve(create_app(fake_cp)) as url:
-        yield url
+def cp(served: tuple[str, ControlPlane]) -> ControlPlane:
+    return served[1]
+
+
+@pytest.fixture
+def server(served: tuple[str, ControlPlane]) -> str:
+    return served[0]
 
 
 def dead_server() -> str:
@@ -42,9 +47,7 @@ def assert_usage_error(result: CliResult) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_flags_submit_the_job_and_print_its_id_and_state(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane
-) -> None:
+def test_flags_submit_the_job_and_print_its_id_and_state(run_cli: Run, server: str, cp: ControlPlane) -> None:
     result = run_cli(
         "submit", "--server", server, "--gpus", "4", "--vram-gb", "40", "--cpu", "16", "--ram-gb", "128",
         "--duration", "2m", "--tier", "flex", "--priority", "3", "--name", "sweep",
@@ -52,37 +55,39 @@ def test_flags_submit_the_job_and_print_its_id_and_state(
     )  # fmt: skip
 
     assert result.returncode == 0, result.stderr
-    assert "submitted job job-0001 (sweep), PENDING: waiting to be scheduled" in result.stdout
-    assert "scalar jobs job-0001" in result.stdout
-    assert fake_cp.submitted == [
-        {
-            "tier": "FLEX",
-            "gpu_count": 4,
-            "vram_per_gpu_gb": 40.0,
-            "cpu_cores": 16.0,
-            "ram_gb": 128.0,
-            "expected_duration_sec": 120.0,
-            "priority": 3,
-            "name": "sweep",
-            "gpu_models": ["H100", "H200"],
-            "share_gpu": False,
-        }
-    ]
+    (stored,) = stored_jobs(cp)
+    job_id = stored["id"]
+    assert f"submitted job {job_id} (sweep), PENDING: {stored['reason']}" in result.stdout
+    assert f"scalar jobs {job_id}" in result.stdout
+    sent = {
+        "tier": "FLEX",
+        "gpu_count": 4,
+        "vram_per_gpu_gb": 40.0,
+        "cpu_cores": 16.0,
+        "ram_gb": 128.0,
+        "expected_duration_sec": 120.0,
+        "priority": 3,
+        "name": "sweep",
+        "gpu_models": ["H100", "H200"],
+        "share_gpu": False,
+    }
+    assert {k: stored[k] for k in sent} == sent
 
 
 def test_defaults_are_a_fast_job_of_one_hour_and_json_prints_the_job(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane
+    run_cli: Run, server: str, cp: ControlPlane
 ) -> None:
     result = run_cli("submit", "--server", server, "--gpus", "1", "--json")
 
     assert result.returncode == 0, result.stderr
     job = json.loads(result.stdout)
-    assert (job["id"], job["state"], job["tier"]) == ("job-0001", "PENDING", "FAST")
-    assert fake_cp.submitted[0]["expected_duration_sec"] == 3600.0
+    (stored,) = stored_jobs(cp)
+    assert (job["id"], job["state"], job["tier"]) == (stored["id"], "PENDING", "FAST")
+    assert stored["expected_duration_sec"] == 3600.0
 
 
 def test_a_file_is_the_post_body_and_flags_override_its_fields(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane, tmp_path: Path
+    run_cli: Run, server: str, cp: ControlPlane, tmp_path: Path
 ) -> None:
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"tier": "FAST", "gpu_count": 2, "vram_per_gpu_gb": 24, "name": "from-file"}))
@@ -90,13 +95,13 @@ def test_a_file_is_the_post_body_and_flags_override_its_fields(
     result = run_cli("submit", "--server", server, "--file", job, "--name", "renamed")
 
     assert result.returncode == 0, result.stderr
-    assert fake_cp.submitted[0]["gpu_count"] == 2
-    assert fake_cp.submitted[0]["vram_per_gpu_gb"] == 24.0
-    assert fake_cp.submitted[0]["name"] == "renamed"
+    assert stored_jobs(cp)[0]["gpu_count"] == 2
+    assert stored_jobs(cp)[0]["vram_per_gpu_gb"] == 24.0
+    assert stored_jobs(cp)[0]["name"] == "renamed"
 
 
 def test_a_bad_flag_is_named_with_its_fix_and_nothing_is_sent(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane
+    run_cli: Run, server: str, cp: ControlPlane
 ) -> None:
     result = run_cli("submit", "--server", server, "--gpus", "-3", "--tier", "SLOW")
 
@@ -105,11 +110,11 @@ def test_a_bad_flag_is_named_with_its_fix_and_nothing_is_sent(
     assert "  --tier (tier): must be one of 'FAST' or 'FLEX'" in result.stderr
     assert "  --gpus (gpu_count): must be >= 0, got -3" in result.stderr
     assert "fix: give a whole number of GPUs" in result.stderr
-    assert fake_cp.submitted == []
+    assert stored_jobs(cp) == []
 
 
 def test_a_bad_file_field_names_the_file_and_the_field(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane, tmp_path: Path
+    run_cli: Run, server: str, cp: ControlPlane, tmp_path: Path
 ) -> None:
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"tier": "FAST", "gpus": 2}))
@@ -120,7 +125,7 @@ def test_a_bad_file_field_names_the_file_and_the_field(
     assert f"{job}: field 'gpus': is not a known field" in result.stderr
     assert "did you mean 'gpu_count'?" in result.stderr
     assert f"{job}: field 'gpu_count': is required" in result.stderr
-    assert fake_cp.submitted == []
+    assert stored_jobs(cp) == []
 
 
 @pytest.mark.parametrize(
@@ -161,13 +166,21 @@ def test_a_job_the_server_refuses_prints_its_reasons_and_exits_2(run_cli: Run, s
 
     assert_usage_error(result)
     lines = result.stderr.splitlines()
-    assert lines[0] == ("error: job refused: needs 4096 GPUs; the most any offer or gang can hold is 32")
-    assert lines[1] == "  gpu_count: needs 4096 GPUs; the most any offer or gang can hold is 32"
-    assert lines[2].startswith("    fix: ask for at most 32 GPUs")
+    # the reason (from the real market's offers) is printed as the server gave it, with its fix
+    assert lines[0].startswith("error: job refused: needs 4096 GPUs; the most any offer or gang can hold is ")
+    assert lines[1].startswith("  gpu_count: needs 4096 GPUs; the most any offer or gang can hold is ")
+    have = lines[1].split("can hold is ", 1)[1].split()[0]
+    assert lines[2].startswith(f"    fix: ask for at most {have} GPUs")
 
 
-def test_an_unexpected_server_error_exits_1_without_internals(run_cli: Run, server: str) -> None:
-    result = run_cli("submit", "--server", server, "--gpus", "1", "--name", "explode")
+def test_an_unexpected_server_error_exits_1_without_internals(
+    run_cli: Run, server: str, cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(fields: object) -> dict[str, object]:
+        raise RuntimeError("secret internal detail /etc/passwd")
+
+    monkeypatch.setattr(cp, "submit_job", broken)  # a fault inside the real plane, as a bug would raise
+    result = run_cli("submit", "--server", server, "--gpus", "1")
 
     assert result.returncode == 1
     assert result.stderr.startswith("error: the server failed while answering")
@@ -186,28 +199,28 @@ def test_server_down_exits_1_and_says_how_to_start_it(run_cli: Run) -> None:
 
 
 def test_the_server_comes_from_scalar_server_when_no_flag_is_given(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane, monkeypatch: pytest.MonkeyPatch
+    run_cli: Run, server: str, cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SCALAR_SERVER", server)
 
     result = run_cli("submit", "--gpus", "2")
 
     assert result.returncode == 0, result.stderr
-    assert len(fake_cp.submitted) == 1
+    assert len(stored_jobs(cp)) == 1
 
 
 def test_cuda_versions_and_ports_are_sent_and_bad_ones_named(
-    run_cli: Run, server: str, fake_cp: FakeControlPlane
+    run_cli: Run, server: str, cp: ControlPlane
 ) -> None:
     ok = run_cli(
         "submit", "--server", server, "--cuda", "12.4", "--cuda", "12.8", "--ports", "2", "-y",
         "--", "python", "serve.py",
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
-    sent = fake_cp.submitted[0]
+    sent = stored_jobs(cp)[0]
     assert sent["cuda_versions"] == ["12.4", "12.8"] and sent["ports"] == 2
 
     bad = run_cli("submit", "--server", server, "--cuda", "twelve", "--ports", "99", "--", "true")
     assert_usage_error(bad)
     assert "--cuda (cuda_versions[0])" in bad.stderr and "--ports (ports)" in bad.stderr
-    assert len(fake_cp.submitted) == 1
+    assert len(stored_jobs(cp)) == 1

@@ -1,6 +1,7 @@
 """What the API needs from a control plane: the calls of ``scalar.runtime.ControlPlane`` it uses.
 
-A ``Protocol``, so tests can serve the API over a small in-memory fake with the same calls.
+A ``Protocol``: the API is typed against the calls it uses, not the whole class (the optional route groups
+check for their own ports at ``create_app``).
 """
 
 from __future__ import annotations
