@@ -230,7 +230,7 @@ def _client(request: Request) -> str:
 async def _refusal(failures: RateLimiter, key: str) -> None:
     """Count a refused credential; past the limit, hold the answer back (``FAILURE_DELAY_S``) and make it
     429, so a flood of bogus calls slows itself down instead of the server."""
-    wait = failures.take(key)
+    wait = await failures.atake(key)
     if wait > 0:
         await asyncio.sleep(FAILURE_DELAY_S)
         raise rate_limited(wait, "address")
@@ -249,7 +249,7 @@ def agent_access(
     @_declared(Access.AGENT)
     async def joining_agent(request: Request, header: str | None = Security(node_scheme)) -> None:
         """The join token itself is checked (and used up) by the route, in its one write transaction."""
-        wait = limiter.take("join:" + _client(request))
+        wait = await limiter.atake("join:" + _client(request))
         if wait > 0:
             raise rate_limited(wait, "address")
 
@@ -266,7 +266,7 @@ def agent_access(
                 f"unknown node {node_id[:200]} or wrong node token",
                 "register again with a new join token (remove the agent's state dir first)",
             )
-        wait = limiter.take("node:" + node_id)
+        wait = await limiter.atake("node:" + node_id)
         if wait > 0:
             raise rate_limited(wait, "node")
         return node_id
@@ -299,7 +299,7 @@ def worker_access(
                 f"wrong worker token for worker {worker_id[:200]}",
                 "the agent passes the token in $SCALAR_WORKER_TOKEN; run the worker only as its assignment",
             )
-        wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
+        wait = await limiter.atake(f"worker:{endpoint_id}/{worker_id}")
         if wait > 0:
             raise rate_limited(wait, "worker")
         return worker_id

@@ -110,12 +110,12 @@ def _checked_key(workers: AgentWorkerService, limiter: RateLimiter, failures: Ra
             await run_in_threadpool(workers.authenticate, endpoint_id, worker_id, token)
         except (AgentWorkerError, ApiProblem):
             client = request.client.host if request.client is not None else "?"
-            wait = failures.take("worker-failure:" + client)
+            wait = await failures.atake("worker-failure:" + client)
             if wait > 0:
                 await asyncio.sleep(FAILURE_DELAY_S)
                 raise rate_limited(wait, "address") from None
             raise _no_key("is not the key of this endpoint's worker") from None
-        wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
+        wait = await limiter.atake(f"worker:{endpoint_id}/{worker_id}")
         if wait > 0:
             raise rate_limited(wait, "worker")
         return token

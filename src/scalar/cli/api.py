@@ -53,7 +53,11 @@ def serve(settings: Any, sock: socket.socket, *, parent_pid: int | None = None) 
         sys.stderr.write(f"error: the API could not open the database: {exc}\n")
         return 1
     config = uvicorn.Config(
-        create_app(plane), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3
+        create_app(plane, shared_limits=True),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
     if parent_pid is not None:  # a worker of `scalar up`: never outlive it (even after a kill -9)

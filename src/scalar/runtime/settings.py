@@ -161,6 +161,8 @@ class Settings:
     # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
     # and is refused unless the server binds to loopback only.
     auth_required: bool = True
+    rate_per_s: float = 50.0  # requests a second per API token (a token bucket; 429 beyond it)
+    rate_burst: float = 200.0  # the bucket's size: requests one token may make at once
     # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
     kubernetes: KubernetesSettings | None = None
     # [endpoints] handlers: the modules (or module prefixes) whose functions users may deploy as a local
@@ -212,6 +214,8 @@ SCHEMA: dict[str, dict[str, tuple[str, str]]] = {
         "port": ("port", _PORT),
         "demo": ("demo", _BOOL),
         "auth": ("auth_required", _BOOL),
+        "rate_per_s": ("rate_per_s", _POSITIVE),
+        "rate_burst": ("rate_burst", _POSITIVE),
     },
     "store": {"data_dir": ("data_dir", _STRING), "database_url": ("database_url", _URL)},
     "market": {
