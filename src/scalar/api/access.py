@@ -243,8 +243,8 @@ def agent_access(
     the route; rate-limited per client address) and of its node-token routes (checked here by a read, so a
     bogus heartbeat costs no write transaction; then rate-limited per node). Failed checks are
     rate-limited per client address."""
-    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
+    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent")
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure")
 
     @_declared(Access.AGENT)
     async def joining_agent(request: Request, header: str | None = Security(node_scheme)) -> None:
@@ -279,8 +279,8 @@ def worker_access(
 ) -> Any:
     """The declaration of an endpoint worker's routes: its token (body ``token`` or the header) checked
     by a read, then rate-limited per worker; failed checks rate-limited per client address."""
-    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
+    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent")
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure")
 
     @_declared(Access.WORKER)
     async def endpoint_worker(request: Request, header: str | None = Security(worker_scheme)) -> str:

@@ -52,9 +52,9 @@ def _limiters(control_plane: Any, shared: bool) -> tuple[RateLimiter, RateLimite
     burst = float(getattr(settings, "rate_burst", RATE_BURST))
     if not shared or store is None:
         return (
-            RateLimiter(rate, burst),
-            RateLimiter(AGENT_RATE_PER_S, AGENT_BURST),
-            RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST),
+            RateLimiter(rate, burst, name="token"),
+            RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent"),
+            RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure"),
         )
     return (
         SharedRateLimiter(store, "token", rate, burst),

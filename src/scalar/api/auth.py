@@ -41,6 +41,7 @@ from starlette.requests import cookie_parser
 
 from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
+from scalar.runtime.step_metrics import rate_limited_counter
 from scalar.wire.jobs import FieldProblem
 
 log = logging.getLogger("scalar.api")
@@ -216,16 +217,29 @@ class RateLimiter:
 
     shared = False
 
-    def __init__(self, rate_per_s: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        rate_per_s: float,
+        burst: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        name: str = "token",
+    ) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
+        self.name = name  # the ``limit`` label of scalar_rate_limited_total
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, key: str) -> float:
         """0 if the request may go, else the seconds until it may."""
-        return self._take_local(key, self._clock())
+        return self._refused(self._take_local(key, self._clock()))
+
+    def _refused(self, wait: float) -> float:
+        if wait > 0:
+            rate_limited_counter().labels(self.name).inc()
+        return wait
 
     async def atake(self, key: str) -> float:
         """``take`` from a coroutine (a shared limiter asks the database in a worker thread)."""
@@ -270,7 +284,7 @@ class SharedRateLimiter(RateLimiter):
         burst: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(rate_per_s, burst, clock)
+        super().__init__(rate_per_s, burst, clock, name=namespace)
         self.store = store
         self.namespace = namespace
         self._forgot_at = clock()
@@ -279,7 +293,7 @@ class SharedRateLimiter(RateLimiter):
         now = self._clock()
         wait = self._take_local(key, now)
         if wait > 0:
-            return wait
+            return self._refused(wait)
         try:
             taken, level = self.store.take_token(f"{self.namespace}:{key}", self.rate_per_s, self.burst, now)
         except Exception:
@@ -290,7 +304,7 @@ class SharedRateLimiter(RateLimiter):
             self._forget(now)
         if taken:
             return 0.0
-        return max(0.0, (1.0 - level) / self.rate_per_s)
+        return self._refused(max(1e-6, (1.0 - level) / self.rate_per_s))
 
     async def atake(self, key: str) -> float:
         now = self._clock()

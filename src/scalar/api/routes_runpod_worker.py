@@ -145,8 +145,8 @@ def runpod_worker_router(
     router = APIRouter(prefix=RUNPOD_WORKER_PREFIX, route_class=ProblemRoute, tags=["runpod worker protocol"])
     checked_key = _checked_key(
         workers,
-        limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST),
-        failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST),
+        limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent"),
+        failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure"),
     )
     handed: dict[str, set[tuple[str, int]]] = {}  # per worker: (request, delivery) handed out
     signalled: dict[str, set[str]] = {}  # per worker: requests already sent on job-stop

@@ -215,10 +215,18 @@ def api(
     if workers == 1:
         print(f"scalar api on {url} ({settings.holder})", flush=True)
         raise typer.Exit(serve(settings, sock))
+    from scalar.runtime.step_metrics import multiprocess_metrics
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    procs = spawn_workers(workers, sock, worker_args(config, data_dir, overrides))
+    with multiprocess_metrics():  # the workers' counters summed on whichever /metrics answers
+        code = _run_workers(workers, sock, url, worker_args(config, data_dir, overrides), stop)
+    raise typer.Exit(code)
+
+
+def _run_workers(workers: int, sock: socket.socket, url: str, args: list[str], stop: threading.Event) -> int:
+    procs = spawn_workers(workers, sock, args)
     code = 0
     try:
         problem = wait_ready(url, procs)
@@ -235,7 +243,7 @@ def api(
     finally:
         stop_workers(procs)
         sock.close()
-    raise typer.Exit(code)
+    return code
 
 
 def register(app: typer.Typer) -> None:

@@ -379,7 +379,8 @@ class ControlPlane:
             lease = store.read_lease(self.settings.lease_name)
             if last_step_at is None:  # a replica or a standby: the last step any leader committed
                 with store.read() as tx:
-                    last_step_at = tx.last_batch_at()
+                    last = tx.last_batch()
+                last_step_at = None if last is None else last[1]
         except Exception as err:  # the database is down
             status, problem, error = "degraded", "database-unavailable", _first_line(err)
         now = self.clock()

@@ -79,8 +79,8 @@ class Tx:
     def last_seq(self) -> int:
         return eventlog.last_seq(self._conn)
 
-    def last_batch_at(self) -> datetime | None:
-        return eventlog.last_batch_at(self._conn)
+    def last_batch(self) -> tuple[int, datetime] | None:
+        return eventlog.last_batch(self._conn)
 
     def read_events_page(self, after_seq: int = 0, limit: int = 1000) -> list[StoredEvent]:
         return eventlog.read_events_page(self._conn, after_seq, limit)
