@@ -163,7 +163,7 @@ def metrics_registry(port: MetricsPort) -> CollectorRegistry:
         registry.register(rate_limited_counter())
     else:
         registry.register(SnapshotCollector(port, step_latency=False))
-        MultiProcessCollector(registry, path=path)
+        MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
     return registry
 
 

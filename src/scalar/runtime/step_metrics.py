@@ -44,7 +44,7 @@ def multiprocess_metrics() -> Iterator[str]:
     previous_env, previous_class = os.environ.get(MULTIPROC_ENV), values.ValueClass
     path = tempfile.mkdtemp(prefix="scalar-metrics-")
     os.environ[MULTIPROC_ENV] = path
-    values.ValueClass = values.get_value_class()
+    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
     try:
         yield path
     finally:
