@@ -240,6 +240,7 @@ def run_case(
     config = workdir / f"lease{ttl_s:g}.toml"
     config.write_text(CONFIG.format(ttl=ttl_s, renew=renew_s))
     procs: list[subprocess.Popen[bytes]] = []
+    every_log: list[Path] = []
     reads = Reads()
     try:
         from scalar.runtime import ControlPlane, load_settings
@@ -272,10 +273,11 @@ def run_case(
                 )
             )
             logs.append(log_a)
+            every_log += [log_c, log_a]
         procs = [*controllers, *apis]
         urls = [
             _wait(
-                "a replica", lambda log=log: re.search(r"scalar api on (http://\S+)", log.read_text()), 90
+                "a replica", lambda log=log: re.search(r"scalar api on (http://\S+)", log.read_text()), 180
             ).group(1)
             for log in logs
         ]
@@ -289,7 +291,7 @@ def run_case(
             pid = None if held is None else int(held.split(":")[1])
             return pid if pid in {c.pid for c in controllers} else None
 
-        first = _wait("a leading controller", leader_pid, 90)
+        first = _wait("a leading controller", leader_pid, 180)
         old_holder = holder()
         for gpus in (1, 2, 8, 1, 4):  # some state to read
             body = f'{{"tier": "FAST", "gpu_count": {gpus}, "expected_duration_sec": 600}}'.encode()
@@ -309,7 +311,7 @@ def run_case(
                 ).first()
             return (0, None, "") if row is None else (int(row[0]), row[1], str(row[2]))
 
-        _wait("the leader stepping", lambda: last_batch()[2] == old_holder and last_batch()[0] >= 3, 60)
+        _wait("the leader stepping", lambda: last_batch()[2] == old_holder and last_batch()[0] >= 3, 120)
         threads = [
             threading.Thread(target=reads.loop, args=(f"{url}/jobs?limit=20", token), daemon=True)
             for url in urls
@@ -345,6 +347,9 @@ def run_case(
             "during": _window(reads, killed_at, step_at),
             "after": _window(reads, step_at, step_at + baseline_s),
         }
+    except RuntimeError as err:  # a timeout: say what the processes said
+        tails = "\n".join(f"--- {p.name}:\n" + "\n".join(p.read_text().splitlines()[-15:]) for p in every_log)
+        raise RuntimeError(f"{err}\n{tails}") from None
     finally:
         reads.stop.set()
         for proc in procs:
