@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from bench import control_plane, protocol_a, protocol_b, speed
+from bench import control_plane, failover, protocol_a, protocol_b, speed
 from bench import dashboard as dashboard_bench
 from bench import endpoints as endpoints_bench
 from bench import load as load_bench
@@ -25,6 +25,7 @@ def main() -> int:
             "load: API processes side by side (1,000 nodes, 20,000 pending jobs)",
             lambda: load_bench.main(["--api-workers", f"0,{default_api_workers()}"]),
         ),
+        ("failover (two replicas, two controllers, kill -9 of the leader)", lambda: failover.main([])),
     )
     failed = 0
     for title, run in steps:

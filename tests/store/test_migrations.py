@@ -37,13 +37,14 @@ TABLES = {
     "audit_log",
     "budget_limits",
     "budget_spend",
+    "rate_buckets",
 }
 
 
 def test_a_fresh_database_migrates_to_head(db_url: str) -> None:
     assert current_revision(db_url) is None
     migrate(db_url)
-    assert current_revision(db_url) == head_revision() == "0010_lists"
+    assert current_revision(db_url) == head_revision() == "0010_shared"
     engine = make_engine(db_url)
     try:
         assert set(inspect(engine).get_table_names()) == TABLES | {"alembic_version"}

@@ -230,7 +230,7 @@ def _client(request: Request) -> str:
 async def _refusal(failures: RateLimiter, key: str) -> None:
     """Count a refused credential; past the limit, hold the answer back (``FAILURE_DELAY_S``) and make it
     429, so a flood of bogus calls slows itself down instead of the server."""
-    wait = failures.take(key)
+    wait = await failures.atake(key)
     if wait > 0:
         await asyncio.sleep(FAILURE_DELAY_S)
         raise rate_limited(wait, "address")
@@ -243,13 +243,13 @@ def agent_access(
     the route; rate-limited per client address) and of its node-token routes (checked here by a read, so a
     bogus heartbeat costs no write transaction; then rate-limited per node). Failed checks are
     rate-limited per client address."""
-    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
+    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent")
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure")
 
     @_declared(Access.AGENT)
     async def joining_agent(request: Request, header: str | None = Security(node_scheme)) -> None:
         """The join token itself is checked (and used up) by the route, in its one write transaction."""
-        wait = limiter.take("join:" + _client(request))
+        wait = await limiter.atake("join:" + _client(request))
         if wait > 0:
             raise rate_limited(wait, "address")
 
@@ -266,7 +266,7 @@ def agent_access(
                 f"unknown node {node_id[:200]} or wrong node token",
                 "register again with a new join token (remove the agent's state dir first)",
             )
-        wait = limiter.take("node:" + node_id)
+        wait = await limiter.atake("node:" + node_id)
         if wait > 0:
             raise rate_limited(wait, "node")
         return node_id
@@ -279,8 +279,8 @@ def worker_access(
 ) -> Any:
     """The declaration of an endpoint worker's routes: its token (body ``token`` or the header) checked
     by a read, then rate-limited per worker; failed checks rate-limited per client address."""
-    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)
-    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)
+    limiter = limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent")
+    failures = failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure")
 
     @_declared(Access.WORKER)
     async def endpoint_worker(request: Request, header: str | None = Security(worker_scheme)) -> str:
@@ -299,7 +299,7 @@ def worker_access(
                 f"wrong worker token for worker {worker_id[:200]}",
                 "the agent passes the token in $SCALAR_WORKER_TOKEN; run the worker only as its assignment",
             )
-        wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
+        wait = await limiter.atake(f"worker:{endpoint_id}/{worker_id}")
         if wait > 0:
             raise rate_limited(wait, "worker")
         return worker_id

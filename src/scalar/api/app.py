@@ -15,7 +15,7 @@ from scalar.api.access import (
     USER,
     declare_public,
 )
-from scalar.api.auth import RateLimiter, install_security
+from scalar.api.auth import RATE_BURST, RATE_PER_S, RateLimiter, SharedRateLimiter, install_security
 from scalar.api.openapi import OPENAPI_PATH, install_docs
 from scalar.api.ports import ControlPlanePort
 from scalar.api.problems import ProblemRoute, install_problem_handlers
@@ -44,10 +44,33 @@ market with `GET /orderbook?instance_type=8xH100&node_count=1`. Every error is a
 """
 
 
-def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = None) -> FastAPI:
+def _limiters(control_plane: Any, shared: bool) -> tuple[RateLimiter, RateLimiter, RateLimiter]:
+    """The limiters per token, per node or worker, and per failing address (api/auth.py)."""
+    store = getattr(control_plane, "store", None)
+    settings = getattr(control_plane, "settings", None)
+    rate = float(getattr(settings, "rate_per_s", RATE_PER_S))
+    burst = float(getattr(settings, "rate_burst", RATE_BURST))
+    if not shared or store is None:
+        return (
+            RateLimiter(rate, burst, name="token"),
+            RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent"),
+            RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure"),
+        )
+    return (
+        SharedRateLimiter(store, "token", rate, burst),
+        SharedRateLimiter(store, "agent", AGENT_RATE_PER_S, AGENT_BURST),
+        SharedRateLimiter(store, "failure", FAILURE_RATE_PER_S, FAILURE_BURST),
+    )
+
+
+def create_app(
+    control_plane: ControlPlanePort, *, auth_required: bool | None = None, shared_limits: bool = False
+) -> FastAPI:
     """The API over ``control_plane`` (a started ``scalar.runtime.ControlPlane``, or a test fake).
 
-    ``auth_required`` defaults to ``control_plane.settings.auth_required`` (docs/security.md)."""
+    ``auth_required`` defaults to ``control_plane.settings.auth_required`` (docs/security.md).
+    ``shared_limits``: keep the rate limits' buckets in the control plane's database, shared by every API
+    process on it (``scalar api`` does); otherwise each process has its own (the single-process shape)."""
     app = FastAPI(
         title="Scalar",
         version="0.1.0",
@@ -60,7 +83,8 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
     install_problem_handlers(app)
     # tokens, tenants, size and rate limits on every route (api/auth.py); routes get the tenant-scoped view
     endpoint_service = getattr(control_plane, "endpoints", None)  # serverless endpoints (docs/endpoints.md)
-    control_plane = install_security(app, control_plane, auth_required=auth_required)
+    limiters = _limiters(control_plane, shared_limits)
+    control_plane = install_security(app, control_plane, auth_required=auth_required, limiter=limiters[0])
     if endpoint_service is not None and app.state.auth_required:  # its answers pass the same redaction
         endpoint_service = scoped_view(endpoint_service, getattr(control_plane, "tokens", None))
     app.include_router(market_router(control_plane))
@@ -79,8 +103,8 @@ def create_app(control_plane: ControlPlanePort, *, auth_required: bool | None = 
         app.include_router(budgets_router(control_plane))
         endpoints += ["/budgets"]
     if isinstance(control_plane, AgentsPort):  # node agents (docs/agent.md)
-        app.state.agent_rate_limiter = RateLimiter(AGENT_RATE_PER_S, AGENT_BURST)  # per node, per worker
-        app.state.agent_failure_limiter = RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST)  # per address
+        app.state.agent_rate_limiter = limiters[1]  # per node, per worker
+        app.state.agent_failure_limiter = limiters[2]  # per failing address
         app.include_router(
             agent_router(control_plane, app.state.agent_rate_limiter, app.state.agent_failure_limiter)
         )

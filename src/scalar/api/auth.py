@@ -26,6 +26,7 @@ every request acts as an admin of tenant ``default``. See docs/security.md.
 from __future__ import annotations
 
 import contextvars
+import logging
 import math
 import threading
 import time
@@ -40,7 +41,10 @@ from starlette.requests import cookie_parser
 
 from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
+from scalar.runtime.step_metrics import rate_limited_counter
 from scalar.wire.jobs import FieldProblem
+
+log = logging.getLogger("scalar.api")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -208,21 +212,43 @@ def _rate_limited(path: str, retry_after_s: float) -> JSONResponse:
 
 
 class RateLimiter:
-    """A token bucket per key: ``rate_per_s`` refills a second, up to ``burst``. Thread-safe."""
+    """A token bucket per key: ``rate_per_s`` refills a second, up to ``burst``. Thread-safe. This
+    process's own buckets; ``SharedRateLimiter`` shares them with every API process on the database."""
 
-    def __init__(self, rate_per_s: float, burst: float, clock: Callable[[], float] = time.monotonic) -> None:
+    shared = False
+
+    def __init__(
+        self,
+        rate_per_s: float,
+        burst: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        name: str = "token",
+    ) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
+        self.name = name  # the ``limit`` label of scalar_rate_limited_total
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, key: str) -> float:
         """0 if the request may go, else the seconds until it may."""
-        now = self._clock()
+        return self._refused(self._take_local(key, self._clock()))
+
+    def _refused(self, wait: float) -> float:
+        if wait > 0:
+            rate_limited_counter().labels(self.name).inc()
+        return wait
+
+    async def atake(self, key: str) -> float:
+        """``take`` from a coroutine (a shared limiter asks the database in a worker thread)."""
+        return self.take(key)
+
+    def _take_local(self, key: str, now: float) -> float:
         with self._lock:
             level, at = self._buckets.get(key, (self.burst, now))
-            level = min(self.burst, level + (now - at) * self.rate_per_s)
+            level = min(self.burst, level + max(0.0, now - at) * self.rate_per_s)
             if level < 1.0:
                 self._buckets[key] = (level, now)
                 return (1.0 - level) / self.rate_per_s
@@ -230,6 +256,72 @@ class RateLimiter:
             if len(self._buckets) > 100_000:  # forget idle keys (full buckets) now and then
                 self._buckets = {k: v for k, v in self._buckets.items() if v[0] < self.burst}
             return 0.0
+
+    def _set_local(self, key: str, level: float, now: float) -> None:
+        with self._lock:
+            self._buckets[key] = (level, now)
+
+
+class SharedRateLimiter(RateLimiter):
+    """Token buckets in the database (``store.take_token``, one short UPSERT), shared by every API
+    process on it: N processes together allow ``rate_per_s`` per key, not N times it.
+
+    This process's own bucket for the key is checked first. It never holds fewer tokens than the shared
+    one would (every answer from the database sets it to the shared level, and both refill alike), so
+    when it refuses the database would too: a flood is refused without a write, and each process asks
+    the database at most about once per token refilled. When the database cannot answer, the local
+    bucket alone decides (per process, as before) rather than failing the request. Times are the wall
+    clock's (epoch seconds): processes on several hosts compare them, so keep their clocks in sync."""
+
+    shared = True
+    FORGET_EVERY_S = 60.0
+
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        rate_per_s: float,
+        burst: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(rate_per_s, burst, clock, name=namespace)
+        self.store = store
+        self.namespace = namespace
+        self._forgot_at = clock()
+
+    def take(self, key: str) -> float:
+        now = self._clock()
+        wait = self._take_local(key, now)
+        if wait > 0:
+            return self._refused(wait)
+        try:
+            taken, level = self.store.take_token(f"{self.namespace}:{key}", self.rate_per_s, self.burst, now)
+        except Exception:
+            log.warning("rate limit %s: the database did not answer; this process's bucket decides", key)
+            return 0.0
+        self._set_local(key, level, now)
+        if now - self._forgot_at > self.FORGET_EVERY_S:
+            self._forget(now)
+        if taken:
+            return 0.0
+        return self._refused(max(1e-6, (1.0 - level) / self.rate_per_s))
+
+    async def atake(self, key: str) -> float:
+        now = self._clock()
+        with self._lock:  # refused locally: answer without a thread or a write
+            level, at = self._buckets.get(key, (self.burst, now))
+            local = min(self.burst, level + max(0.0, now - at) * self.rate_per_s)
+        if local < 1.0:
+            return self.take(key)
+        return await anyio.to_thread.run_sync(self.take, key)
+
+    def _forget(self, now: float) -> None:
+        self._forgot_at = now
+        full_after = self.burst / self.rate_per_s if self.rate_per_s > 0 else 3600.0
+        try:
+            self.store.forget_tokens(self.namespace + ":", now - full_after - 1.0)
+        except Exception:
+            log.warning("rate limit %s: could not forget idle buckets", self.namespace)
 
 
 # ------------------------------------------------------------------------------------------ middleware
@@ -313,7 +405,7 @@ class SecurityMiddleware:
                 return
             principal = found
             if self.limiter is not None:
-                wait = self.limiter.take(principal.token_id)
+                wait = await self.limiter.atake(principal.token_id)
                 if wait > 0:
                     await _rate_limited(path, wait)(scope, receive, send)
                     return
@@ -403,10 +495,12 @@ def install_security(
     max_body_bytes: int = MAX_BODY_BYTES,
     rate_per_s: float = RATE_PER_S,
     burst: float = RATE_BURST,
+    limiter: RateLimiter | None = None,
 ) -> Any:
     """Add the middleware, the token, audit and login routes; returns the control plane the routes should
     use (tenant-scoped when it has tokens). ``auth_required`` defaults to the control plane's
-    ``settings.auth_required``; a control plane without token calls (a test fake) runs without."""
+    ``settings.auth_required``; a control plane without token calls (a test fake) runs without. ``limiter``:
+    the per-token limiter (default: this process's own, ``rate_per_s`` and ``burst``)."""
     port = control_plane if isinstance(control_plane, AuthPort) else None
     if auth_required is None:
         settings = getattr(control_plane, "settings", None)
@@ -418,7 +512,7 @@ def install_security(
     from scalar.api.tenancy import scoped_class
     from scalar.web.login import login_router
 
-    limiter = RateLimiter(rate_per_s, burst)
+    limiter = limiter or RateLimiter(rate_per_s, burst)
     owns_job = None
     if port is not None and auth_required:
         get_job = control_plane.get_job

@@ -27,12 +27,18 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from scalar.api.access import USER
 from scalar.api.problems import ProblemRoute
-from scalar.runtime.step_metrics import STEP_DURATION, HistogramSnapshot
+from scalar.runtime.step_metrics import (
+    STEP_DURATION,
+    HistogramSnapshot,
+    multiprocess_dir,
+    rate_limited_counter,
+)
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 _bound: Callable[[float], str] = (
@@ -69,8 +75,9 @@ def _histogram(name: str, help_text: str, hist: HistogramSnapshot) -> HistogramM
     return HistogramMetricFamily(name, help_text, [*buckets, ("+Inf", float(hist.count))], hist.sum_s)
 
 
-def snapshot_metrics(snap: Mapping[str, Any]) -> Iterator[Metric]:
-    """The metric families of one ``metrics_snapshot()``."""
+def snapshot_metrics(snap: Mapping[str, Any], *, step_latency: bool = True) -> Iterator[Metric]:
+    """The metric families of one ``metrics_snapshot()``; ``step_latency=False``: without the step
+    histogram (in multiprocess mode it comes from every process's files instead)."""
     yield _labelled(
         GaugeMetricFamily("scalar_jobs", "Jobs by state.", labels=["state"]), snap["jobs_by_state"].items()
     )
@@ -111,7 +118,10 @@ def snapshot_metrics(snap: Mapping[str, Any]) -> Iterator[Metric]:
         "Controller steps in the log this process has stepped or replayed.",
         value=snap["steps"],
     )
-    yield _histogram(STEP_DURATION, "Wall time of one leader step (decide and commit).", snap["step_latency"])
+    if step_latency:
+        yield _histogram(
+            STEP_DURATION, "Wall time of one leader step (decide and commit).", snap["step_latency"]
+        )
     # Deprecated aliases, removed in the next release.
     yield _labelled(
         GaugeMetricFamily(
@@ -134,11 +144,27 @@ def snapshot_metrics(snap: Mapping[str, Any]) -> Iterator[Metric]:
 class SnapshotCollector(Collector):
     """Reads ``metrics_snapshot()`` once per scrape."""
 
-    def __init__(self, port: MetricsPort) -> None:
+    def __init__(self, port: MetricsPort, *, step_latency: bool = True) -> None:
         self.port = port
+        self.step_latency = step_latency
 
     def collect(self) -> Iterator[Metric]:
-        return snapshot_metrics(self.port.metrics_snapshot())
+        return snapshot_metrics(self.port.metrics_snapshot(), step_latency=self.step_latency)
+
+
+def metrics_registry(port: MetricsPort) -> CollectorRegistry:
+    """The app's registry: the database's numbers (the same on every process) and this process's own
+    metrics, or, in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``), every process's: the leading
+    controller's step histogram and the sum of the counters, whichever process is scraped."""
+    registry = CollectorRegistry(auto_describe=False)  # this app's own, not prometheus_client.REGISTRY
+    path = multiprocess_dir()
+    if path is None:
+        registry.register(SnapshotCollector(port))
+        registry.register(rate_limited_counter())
+    else:
+        registry.register(SnapshotCollector(port, step_latency=False))
+        MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+    return registry
 
 
 class _Fixed(Collector):
@@ -158,8 +184,7 @@ def render_metrics(snap: Mapping[str, Any]) -> str:
 
 def metrics_router(control_plane: MetricsPort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["metrics"], dependencies=[USER])
-    registry = CollectorRegistry(auto_describe=False)  # this app's own, not prometheus_client.REGISTRY
-    registry.register(SnapshotCollector(control_plane))
+    registry = metrics_registry(control_plane)
 
     @router.get(
         "/metrics",
@@ -168,8 +193,9 @@ def metrics_router(control_plane: MetricsPort) -> APIRouter:
         responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format 0.0.4"}},
     )
     def metrics() -> PlainTextResponse:
-        """Jobs by state, nodes by state, GPUs allocated and idle, spend, and the leader's steps and step
-        latency (a histogram). Gauges list every state, so they return to 0."""
+        """Jobs by state, nodes by state, GPUs allocated and idle, spend, the leader's steps and step
+        latency (a histogram), and requests refused by the rate limits. Gauges list every state, so they
+        return to 0. Under ``scalar up`` with API workers, any worker shows every process's metrics."""
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE)
 
     return router

@@ -110,12 +110,12 @@ def _checked_key(workers: AgentWorkerService, limiter: RateLimiter, failures: Ra
             await run_in_threadpool(workers.authenticate, endpoint_id, worker_id, token)
         except (AgentWorkerError, ApiProblem):
             client = request.client.host if request.client is not None else "?"
-            wait = failures.take("worker-failure:" + client)
+            wait = await failures.atake("worker-failure:" + client)
             if wait > 0:
                 await asyncio.sleep(FAILURE_DELAY_S)
                 raise rate_limited(wait, "address") from None
             raise _no_key("is not the key of this endpoint's worker") from None
-        wait = limiter.take(f"worker:{endpoint_id}/{worker_id}")
+        wait = await limiter.atake(f"worker:{endpoint_id}/{worker_id}")
         if wait > 0:
             raise rate_limited(wait, "worker")
         return token
@@ -145,8 +145,8 @@ def runpod_worker_router(
     router = APIRouter(prefix=RUNPOD_WORKER_PREFIX, route_class=ProblemRoute, tags=["runpod worker protocol"])
     checked_key = _checked_key(
         workers,
-        limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST),
-        failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST),
+        limiter or RateLimiter(AGENT_RATE_PER_S, AGENT_BURST, name="agent"),
+        failures or RateLimiter(FAILURE_RATE_PER_S, FAILURE_BURST, name="failure"),
     )
     handed: dict[str, set[tuple[str, int]]] = {}  # per worker: (request, delivery) handed out
     signalled: dict[str, set[str]] = {}  # per worker: requests already sent on job-stop

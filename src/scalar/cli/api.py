@@ -53,7 +53,11 @@ def serve(settings: Any, sock: socket.socket, *, parent_pid: int | None = None) 
         sys.stderr.write(f"error: the API could not open the database: {exc}\n")
         return 1
     config = uvicorn.Config(
-        create_app(plane), log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=3
+        create_app(plane, shared_limits=True),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
     if parent_pid is not None:  # a worker of `scalar up`: never outlive it (even after a kill -9)
@@ -211,10 +215,18 @@ def api(
     if workers == 1:
         print(f"scalar api on {url} ({settings.holder})", flush=True)
         raise typer.Exit(serve(settings, sock))
+    from scalar.runtime.step_metrics import multiprocess_metrics
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    procs = spawn_workers(workers, sock, worker_args(config, data_dir, overrides))
+    with multiprocess_metrics():  # the workers' counters summed on whichever /metrics answers
+        code = _run_workers(workers, sock, url, worker_args(config, data_dir, overrides), stop)
+    raise typer.Exit(code)
+
+
+def _run_workers(workers: int, sock: socket.socket, url: str, args: list[str], stop: threading.Event) -> int:
+    procs = spawn_workers(workers, sock, args)
     code = 0
     try:
         problem = wait_ready(url, procs)
@@ -231,7 +243,7 @@ def api(
     finally:
         stop_workers(procs)
         sock.close()
-    raise typer.Exit(code)
+    return code
 
 
 def register(app: typer.Typer) -> None:

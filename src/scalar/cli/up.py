@@ -424,4 +424,11 @@ def register(app: typer.Typer) -> None:
         if not 0 <= workers <= 64:
             fail(f"--api-workers: must be from 0 to 64, got {workers}")
         args = api_worker_args(config, data_dir, overrides)
-        raise typer.Exit(run_up(settings, workers, args))
+        if workers == 0:
+            raise typer.Exit(run_up(settings, 0, args))
+        from scalar.runtime.step_metrics import multiprocess_metrics
+
+        # the controller here and the API workers share /metrics: a fresh directory per start, removed at exit
+        with multiprocess_metrics():
+            code = run_up(settings, workers, args)
+        raise typer.Exit(code)

@@ -378,8 +378,13 @@ class ControlPlane:
             }
         lease = None
         status, problem, error = "ok", None, None
+        last_step_at = leader.last_step_at
         try:
             lease = store.read_lease(self.settings.lease_name)
+            if last_step_at is None:  # a replica or a standby: the last step any leader committed
+                with store.read() as tx:
+                    last = tx.last_batch()
+                last_step_at = None if last is None else last[1]
         except Exception as err:  # the database is down
             status, problem, error = "degraded", "database-unavailable", _first_line(err)
         now = self.clock()
@@ -401,7 +406,7 @@ class ControlPlane:
             "backend": store.backend,
             "holder": self.settings.holder,
             "epoch": leader.epoch,
-            "last_step_at": None if leader.last_step_at is None else leader.last_step_at.isoformat(),
+            "last_step_at": None if last_step_at is None else last_step_at.isoformat(),
             "lease_holder": None if lease is None else lease.holder,
             "lease_expires_at": None
             if lease is None or lease.expires_at is None

@@ -189,6 +189,8 @@ class Settings:
     # API tokens required on every route but /healthz (docs/security.md); `scalar up --no-auth` turns it off
     # and is refused unless the server binds to loopback only.
     auth_required: bool = True
+    rate_per_s: float = 50.0  # requests a second per API token (a token bucket; 429 beyond it)
+    rate_burst: float = 200.0  # the bucket's size: requests one token may make at once
     # [kubernetes]: agents of bought nodes run as pods (None: off; scalar.runtime.k8s_backend)
     kubernetes: KubernetesSettings | None = None
     # [endpoints] handlers: the modules (or module prefixes) whose functions users may deploy as a local
@@ -352,6 +354,8 @@ class ServerSection(_Section):
     port: Port | None = None
     demo: Flag | None = None
     auth: Flag | None = Field(None, serialization_alias="auth_required")
+    rate_per_s: Positive | None = None
+    rate_burst: Positive | None = None
 
 
 class StoreSection(_Section):

@@ -379,6 +379,7 @@ def metrics_snapshot(views: ClusterViews) -> dict[str, Any]:
         block_rows = rows(tx, "blocks")
         actions = tx.count_actions()
         inbox = tx.count_unconsumed_inbox()
+        last = tx.last_batch()
     ready = [n for n in nodes if n.state == "ready"]
     gpus_total = sum(int(n.data.get("gpu_count") or 0) for n in ready)
     gpus_free = sum(int(n.data.get("gpus_free") or 0) for n in ready)
@@ -408,7 +409,9 @@ def metrics_snapshot(views: ClusterViews) -> dict[str, Any]:
         "inbox_pending": inbox,
         "is_leader": views.with_controller(lambda c: True) is True,
         "step_latency": views.leader.step_latency.snapshot(),
-        "steps": views.leader.steps,
+        # steps in the log: the leader's count (stepped or replayed), else the log's latest batch (a
+        # replica's or a standby's answer is then the same as the leader's)
+        "steps": views.leader.steps or (0 if last is None else last[0]),
     }
 
 

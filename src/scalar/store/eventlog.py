@@ -196,6 +196,13 @@ def last_seq(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(events.c.seq), 0))).scalar_one())
 
 
+def last_batch(conn: Connection) -> tuple[int, datetime] | None:
+    """The latest batch's id and when it was appended (the last step any leader committed), ``None`` for
+    an empty log."""
+    row = conn.execute(select(batches.c.id, batches.c.at).order_by(batches.c.id.desc()).limit(1)).first()
+    return None if row is None else (int(row[0]), row[1])
+
+
 def count_events(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
 

@@ -12,6 +12,8 @@
   exactly once, in the transaction that appends the events it becomes.
 - ``runtime_state``: small JSON documents the leader keeps in step with the log (a provider's event cursor),
   written in the same transaction as the events they describe.
+- ``rate_buckets``: the API's token buckets (per token, node, worker, failing address), shared by every API
+  process on the database (``store/ratelimit.py``).
 """
 
 from __future__ import annotations
@@ -189,6 +191,18 @@ runtime_state = Table(
     Column("key", String(200), primary_key=True),
     Column("value", JSONDocument, nullable=False),
     Column("updated_at", UTCDateTime(), nullable=True),
+)
+
+# Token buckets shared by every API process on this database (store/ratelimit.py): ``level`` tokens at
+# ``at`` (epoch seconds of the process that last took one), ``granted`` the outcome of that last take.
+rate_buckets = Table(
+    "rate_buckets",
+    metadata,
+    Column("key", String(300), primary_key=True),
+    Column("level", Double(), nullable=False),
+    Column("at", Double(), nullable=False),
+    Column("granted", Integer(), nullable=False),
+    Index("ix_rate_buckets_at", "at"),
 )
 
 

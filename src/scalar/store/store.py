@@ -28,7 +28,7 @@ from sqlalchemy.exc import OperationalError
 
 from scalar.domain.offers import Offer
 from scalar.store import decisions as decisions_mod
-from scalar.store import eventlog, inbox, outbox, prices, projections, runtime_state
+from scalar.store import eventlog, inbox, outbox, prices, projections, ratelimit, runtime_state
 from scalar.store import lease as lease_mod
 from scalar.store.db import begin_immediate, describe_url, is_postgres, make_engine, serialize_writes
 from scalar.store.decisions import Decision, NewDecision
@@ -78,6 +78,9 @@ class Tx:
 
     def last_seq(self) -> int:
         return eventlog.last_seq(self._conn)
+
+    def last_batch(self) -> tuple[int, datetime] | None:
+        return eventlog.last_batch(self._conn)
 
     def read_events_page(self, after_seq: int = 0, limit: int = 1000) -> list[StoredEvent]:
         return eventlog.read_events_page(self._conn, after_seq, limit)
@@ -348,6 +351,23 @@ class Store:
                 conn = conn.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
             with conn.begin():
                 yield Tx(conn, writable=False)
+
+    # -- rate limits (store/ratelimit.py) -----------------------------------------------------------------
+
+    def take_token(self, key: str, rate_per_s: float, burst: float, now_s: float) -> tuple[bool, float]:
+        """Take a token from ``key``'s shared bucket in one short transaction of its own (no advisory
+        lock on PostgreSQL; SQLite's write lock for one statement): ``(taken, tokens left)``."""
+        with self.engine.connect() as conn:
+            conn = begin_immediate(conn)
+            with conn.begin():
+                return ratelimit.take(conn, key, rate_per_s, burst, now_s)
+
+    def forget_tokens(self, prefix: str, older_than_s: float) -> int:
+        """Delete the buckets under ``prefix`` untouched since ``older_than_s`` (full again)."""
+        with self.engine.connect() as conn:
+            conn = begin_immediate(conn)
+            with conn.begin():
+                return ratelimit.forget(conn, prefix, older_than_s)
 
     # -- lease -----------------------------------------------------------------------------------------
     def try_acquire(self, name: str, holder: str, now: datetime, ttl_s: float) -> Lease:

@@ -1,0 +1,71 @@
+"""Token buckets in the database, so every API process on one database shares one budget per key.
+
+``take(conn, key, rate_per_s, burst, now_s)`` is one statement (an UPSERT with ``RETURNING``, on SQLite
+and PostgreSQL): refill the bucket for the time since it was last touched (``rate_per_s`` tokens a second,
+at most ``burst``), take a token when there is one, and say whether it did. The refill, the check and the
+write happen in that one statement under the row's lock, so two processes racing on one key cannot both
+spend its last token. Time is a parameter (epoch seconds of the caller's clock); a caller whose clock is
+behind the last writer's refills nothing until it catches up (``at`` never goes backwards).
+
+``forget(conn, prefix, older_than_s)`` deletes buckets untouched since then (full again: forgetting them
+changes nothing), so keys that come and go (addresses) do not pile up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import Connection, text
+
+from scalar.store.db import is_postgres
+
+MAX_KEY = 300
+
+_FILL = {
+    "sqlite": "min(:burst, rate_buckets.level + max(0.0, :now - rate_buckets.at) * :rate)",
+    "postgresql": "LEAST(:burst, rate_buckets.level + GREATEST(0.0, :now - rate_buckets.at) * :rate)",
+}
+_LATEST = {"sqlite": "max(rate_buckets.at, :now)", "postgresql": "GREATEST(rate_buckets.at, :now)"}
+
+
+def _upsert(dialect: str) -> str:
+    fill = _FILL[dialect]
+    return (
+        "INSERT INTO rate_buckets (key, level, at, granted) VALUES (:key, :burst - 1.0, :now, 1) "
+        "ON CONFLICT (key) DO UPDATE SET "
+        f"level = CASE WHEN {fill} >= 1.0 THEN {fill} - 1.0 ELSE {fill} END, "
+        f"granted = CASE WHEN {fill} >= 1.0 THEN 1 ELSE 0 END, "
+        f"at = {_LATEST[dialect]} "
+        "RETURNING level, granted"
+    )
+
+
+_SQL = {dialect: text(_upsert(dialect)) for dialect in _FILL}
+_NO_FLUSH = text("SET LOCAL synchronous_commit TO OFF")
+
+
+def bucket_key(key: str) -> str:
+    """``key`` as stored: a digest when it is longer than the column."""
+    if len(key) <= MAX_KEY:
+        return key
+    return key[:200] + "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def take(conn: Connection, key: str, rate_per_s: float, burst: float, now_s: float) -> tuple[bool, float]:
+    """``(taken, level)``: whether a token was taken for ``key``, and the tokens left in its bucket."""
+    dialect = "postgresql" if is_postgres(conn) else "sqlite"
+    if dialect == "postgresql":  # a bucket is not worth a flush to disk: losing its last moves in a
+        conn.execute(_NO_FLUSH)  # crash only refills it a little (and takes no lock, no fsync wait)
+    params = {"key": bucket_key(key), "rate": float(rate_per_s), "burst": float(burst), "now": float(now_s)}
+    level, granted = conn.execute(_SQL[dialect], params).one()
+    return bool(granted), float(level)
+
+
+def forget(conn: Connection, prefix: str, older_than_s: float) -> int:
+    """Delete the buckets under ``prefix`` last touched before ``older_than_s``; how many."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    result = conn.execute(
+        text("DELETE FROM rate_buckets WHERE key LIKE :pattern ESCAPE '\\' AND at < :before"),
+        {"pattern": pattern, "before": float(older_than_s)},
+    )
+    return int(result.rowcount or 0)
