@@ -14,7 +14,8 @@ one-time join token, starts ``scalar agent`` in the background on the host (``se
 - ``copy``: this machine's ``scalar`` package is uploaded over SFTP and unpacked in ``<remote dir>/lib``
   (first on the agent's ``PYTHONPATH``); the agent's dependencies (httpx, pydantic) come from the host's
   Python, so pass ``--python`` of a venv that has them, or ``--pip-spec`` to ``pip install`` the package
-  (with its dependencies) into ``<remote dir>/venv`` instead;
+  (with its dependencies) into ``<remote dir>/venv`` instead: ``scalar-compute==VERSION``, the base install,
+  is the agent alone (no FastAPI, SQLAlchemy, numpy, botocore... on the host);
 - ``none``: the host's Python must already have this version.
 
 Nothing is downloaded unless ``--pip-spec`` asks for it (``--pip-args "--no-index --find-links DIR"`` keeps
@@ -119,7 +120,12 @@ def connect(
     accept_new_host_key: bool,
 ) -> Remote:
     """An SSH connection, or exit 2 with what went wrong (unreachable, host key, authentication)."""
-    import paramiko
+    try:
+        import paramiko
+    except ModuleNotFoundError:
+        fail(
+            "scalar node add connects over SSH with paramiko, not installed: pip install 'scalar-compute[ssh]'"
+        )
 
     label = f"{user}@{host}:{port}"
     if identity is not None and not identity.is_file():
@@ -255,7 +261,8 @@ def upload_package(remote: Remote, python: str, directory: str) -> None:
         fail(
             f"{python} on {remote.label} lacks the agent's dependencies ({last[-1] if last else code}): pass "
             "--python of a venv that has httpx and pydantic (python3 -m venv ~/.scalar-agent/venv && "
-            "~/.scalar-agent/venv/bin/pip install httpx pydantic), or --pip-spec to install them"
+            f"~/.scalar-agent/venv/bin/pip install httpx pydantic), or --pip-spec scalar-compute=={__version__} "
+            "(the base install: the agent and its dependencies, no server packages)"
         )
 
 

@@ -7,7 +7,6 @@ import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import click
 import typer
 
 from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
@@ -89,7 +88,7 @@ def confirm(p: dict[str, Any]) -> None:
     question = f"Submit it and commit {usd(p.get('new_commitment'), 4)} to a purchase?"
     try:
         ok = typer.confirm(question, default=False, err=True)
-    except (typer.Abort, click.exceptions.Abort):
+    except typer.Abort:
         sys.stderr.write("\n")
         fail("not confirmed (no answer on stdin): pass -y to submit without asking; nothing was submitted")
     if not ok:

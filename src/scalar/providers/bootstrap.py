@@ -8,7 +8,8 @@ Steps, each failing with its own exit code and one ``error:`` line on stderr:
 1. a Python >= 3.11 (``PYTHON``; exit 10 missing, 11 too old);
 2. the agent package: a copy unpacked in ``DIR/lib`` (what ``scalar node add`` uploads), else the Python's
    own ``scalar`` of the same version, else ``pip install PIP_SPEC`` into the venv ``DIR/venv``
-   (exit 12 when none works);
+   (exit 12 when none works); ``scalar-compute==VERSION``, the distribution's base install, is the agent
+   alone (httpx, pydantic, typer, rich, nvidia-ml-py; no server package);
 3. the controller answers HTTP from this machine (exit 13);
 4. no agent already runs from ``DIR`` (exit 15); the agent starts in the background (``setsid nohup``),
    output in ``DIR/agent.log``, pid in ``DIR/agent.pid``, state in ``DIR/state`` (exit 14 when it dies at
@@ -55,7 +56,7 @@ class AgentBootstrap:
     directory: str = DEFAULT_DIR
     python: str = "python3"
     version: str = __version__
-    pip_spec: str | None = None  # e.g. "scalar-compute==0.1.0"; None: no pip fallback
+    pip_spec: str | None = None  # e.g. "scalar-compute==0.1.0" (the base install: the agent); None: no pip
     pip_args: str = ""  # e.g. "--no-index --find-links /opt/wheels"
     fake_gpus: str | None = None
     hostname: str | None = None
