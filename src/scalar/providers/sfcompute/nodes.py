@@ -4,7 +4,7 @@ Opt-in (``[providers.sfcompute] buy_via = "nodes"``; docs/providers.md). The v0 
 startup hook; the nodes API's ``node-api_CreateNodesRequest`` has ``cloud_init_user_data`` (base64). Each
 node of a block is created by its own request (``desired_count: 1``, ``names: [node id]``) because the user
 data is one value per request while every node needs its own single-use join token, bound to that node id
-(``scalar.providers.bootstrap``). Request fields, from ``../shared/samples/sfcompute_orders_api.json``:
+(``scalar.providers.bootstrap``). Request fields, from SFCompute's published OpenAPI schema:
 ``desired_count, zone, any_zone, max_price_per_node_hour`` (integer **cents per node-hour**), ``start_at``,
 ``end_at`` (Unix seconds, ``end_at`` on the hour), ``node_type`` (``autoreserved|reserved``), ``names``,
 ``cloud_init_user_data``, ``image_id``, ``forward_443``.

@@ -1,7 +1,7 @@
 """SFCompute's JSON answers read into values: orderbook levels, quotes and orders.
 
 Every reader raises ``ProviderError`` naming the field when the answer does not have the shape of
-``../shared/samples/sfcompute_*.json`` (the shapes of SFCompute's published OpenAPI schema).
+SFCompute's published OpenAPI schema (copies of its answers: ``tests/providers/samples/sfcompute/``).
 """
 
 from __future__ import annotations
