@@ -37,7 +37,10 @@ def _scene(restartable: bool) -> tuple[Controller, list]:
     big = spec("big", 8, tier="FLEX", duration=600)
     [buy_sf] = buys(c.step(at(30), submit(big)))
     assert buy_sf.request.provider == "sfcompute"
-    c.step(at(40), [filled(buy_sf, at(40), block_id="blk-s")])
+    # the block is sold for a week (as when the book lists only week-long contracts): long enough for x,
+    # where a contract sized to big alone (an hour) would end before x could finish on it
+    week = replace(buy_sf, request=replace(buy_sf.request, duration_s=7 * 24 * 3600))
+    c.step(at(40), [filled(week, at(40), block_id="blk-s")])
     c.step(at(50), [*ready("blk-s-n0", when=at(50), block_id="blk-s"), started("big", "blk-s-n0")])
     actions = c.step(at(700), [job_done("blk-s-n0", "big", at(700), block_id="blk-s")])
     return c, actions
