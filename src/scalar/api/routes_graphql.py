@@ -68,6 +68,24 @@ SERVED = (
     "podTemplate",
 )
 
+# A template's fields, shared by the template inside ``saveEndpoint`` and ``saveTemplate``'s input.
+_TEMPLATE_FIELDS = """
+  name: String
+  imageName: String
+  containerDiskInGb: Int
+  env: [EnvironmentVariableInput]
+  advancedStart: Boolean
+  config: JSON
+  containerRegistryAuthId: String
+  dockerArgs: String
+  ports: String
+  startScript: String
+  readme: String
+  volumeInGb: Int
+  volumeMountPath: String
+  isServerless: Boolean
+"""
+
 SCHEMA = """
 scalar JSON
 
@@ -179,20 +197,7 @@ input NetworkVolumeRefInput {
 }
 
 input EndpointTemplateInput {
-  name: String
-  imageName: String
-  containerDiskInGb: Int
-  env: [EnvironmentVariableInput]
-  advancedStart: Boolean
-  config: JSON
-  containerRegistryAuthId: String
-  dockerArgs: String
-  ports: String
-  startScript: String
-  readme: String
-  volumeInGb: Int
-  volumeMountPath: String
-  isServerless: Boolean
+  TEMPLATE_FIELDS
 }
 
 input EndpointInput {
@@ -224,20 +229,7 @@ input EndpointInput {
 
 input SaveTemplateInput {
   id: String
-  name: String
-  imageName: String
-  containerDiskInGb: Int
-  env: [EnvironmentVariableInput]
-  advancedStart: Boolean
-  config: JSON
-  containerRegistryAuthId: String
-  dockerArgs: String
-  ports: String
-  startScript: String
-  readme: String
-  volumeInGb: Int
-  volumeMountPath: String
-  isServerless: Boolean
+  TEMPLATE_FIELDS
 }
 
 input GpuTypeFilter {
@@ -261,7 +253,7 @@ input GpuLowestPriceInput {
   minUpload: Int
   globalNetwork: Boolean
 }
-"""
+""".replace("  TEMPLATE_FIELDS\n", _TEMPLATE_FIELDS.lstrip("\n"))
 
 
 class UserInputError(Exception):
