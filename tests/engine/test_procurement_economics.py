@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalar.domain.offers import AWS, Offer
 from scalar.engine import Controller
-from scalar.engine.config import ControllerConfig, ScaleGroupConfig
+from scalar.engine.config import ConfigError, ControllerConfig, ScaleGroupConfig
 from tests.engine.builders import at, buys, filled, market, ready, sf_offer, spec, starts, submit
 
 
@@ -107,3 +108,22 @@ def test_a_bad_checkpoint_interval_is_refused_with_the_field() -> None:
         job.reason is not None
         and "checkpoint_interval_s must be a number of seconds > 0" in job.reason.message
     )
+
+
+def test_a_contract_is_sized_in_its_market_s_clock() -> None:
+    """The same 30-minute job: at market time scale 1 a 2-hour block; where the seller's market runs 60x
+    faster (the built-in market at ``time_scale`` 60), 30 engine minutes are 30 market hours, so the block
+    lasts at least that (a shorter one would end under the job). Other sellers keep scale 1."""
+    plain = Controller()
+    [one] = buys(plain.step(at(0), [market(sf_offer()), *submit(spec("j", 8, duration=1800))]))
+    fast = Controller(ControllerConfig(market_time_scales={"sfcompute": 60.0}))
+    [sixty] = buys(fast.step(at(0), [market(sf_offer()), *submit(spec("j", 8, duration=1800))]))
+    assert one.request.duration_s == 2 * 3600
+    assert sixty.request.duration_s >= 30 * 3600 and sixty.request.duration_s % 3600 == 0
+    assert ControllerConfig(market_time_scales={"sfcompute": 60.0}).time_scale("prime") == 1.0
+
+
+def test_a_bad_market_time_scale_is_refused_with_the_provider() -> None:
+    with pytest.raises(ConfigError) as err:
+        ControllerConfig.from_dict({"market_time_scales": {"sfcompute": 0}})
+    assert err.value.field == "market_time_scales.sfcompute"
