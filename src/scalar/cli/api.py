@@ -23,14 +23,35 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from scalar.cli.errors import fail, user_errors
 
+if TYPE_CHECKING:
+    from scalar.runtime.settings import Settings
+
 log = logging.getLogger("scalar.api")
 PARENT_CHECK_S = 0.5
+
+
+def server_settings(config: Path | None, overrides: dict[str, Any]) -> Settings:
+    """The settings a server command runs with (file < environment < flags); exits 2 naming a bad value,
+    or ``--no-auth`` on an address other machines can reach."""
+    from scalar.runtime import SettingsError, load_settings
+    from scalar.runtime.auth import is_loopback_only
+
+    try:
+        settings = load_settings(config, overrides, os.environ)
+    except SettingsError as exc:
+        fail(str(exc))
+    if not settings.auth_required and not is_loopback_only(settings.host):
+        fail(
+            f"--no-auth: refused while serving on {settings.host}, which other machines can reach; "
+            "serve on 127.0.0.1 (--host 127.0.0.1), or keep authentication on"
+        )
+    return settings
 
 
 def default_api_workers() -> int:
@@ -170,8 +191,6 @@ def api(
     parent_pid: int | None = typer.Option(None, "--parent-pid", hidden=True),
 ) -> None:
     """Run HTTP API replicas only (no controller): run `scalar controller` beside them on one database."""
-    from scalar.runtime import SettingsError, load_settings
-    from scalar.runtime.auth import is_loopback_only
 
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):
@@ -191,15 +210,7 @@ def api(
         "market_seed": seed,
         "auth_required": False if no_auth else None,
     }
-    try:
-        settings = load_settings(config, overrides, os.environ)
-    except SettingsError as exc:
-        fail(str(exc))
-    if not settings.auth_required and not is_loopback_only(settings.host):
-        fail(
-            f"--no-auth: refused while serving on {settings.host}, which other machines can reach; "
-            "serve on 127.0.0.1 (--host 127.0.0.1), or keep authentication on"
-        )
+    settings = server_settings(config, overrides)
     if listen_fd is not None:  # a worker of `scalar up` / `scalar api --workers`
         raise typer.Exit(serve(settings, socket.socket(fileno=listen_fd), parent_pid=parent_pid))
     from scalar.cli.up import base_url, listen

@@ -385,7 +385,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run Scalar: the API server, the control plane and the built-in market (the API in worker
         processes of its own unless --api-workers 0)."""
-        from scalar.runtime import SettingsError, load_settings
 
         level = getattr(logging, log_level.upper(), None)
         if not isinstance(level, int):
@@ -406,18 +405,9 @@ def register(app: typer.Typer) -> None:
             "demo": demo or None,
             "auth_required": False if no_auth else None,
         }
-        try:
-            settings = load_settings(config, overrides, os.environ)
-        except SettingsError as exc:
-            fail(str(exc))
-        from scalar.runtime.auth import is_loopback_only
+        from scalar.cli.api import default_api_workers, server_settings
 
-        if not settings.auth_required and not is_loopback_only(settings.host):
-            fail(
-                f"--no-auth: refused while serving on {settings.host}, which other machines can reach; "
-                "serve on 127.0.0.1 (--host 127.0.0.1), or keep authentication on"
-            )
-        from scalar.cli.api import default_api_workers
+        settings = server_settings(config, overrides)
         from scalar.cli.api import worker_args as api_worker_args
 
         workers = default_api_workers() if api_workers is None else api_workers
