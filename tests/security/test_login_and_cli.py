@@ -112,12 +112,13 @@ def _scalar(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli_app, list(args), env={"SCALAR_TOKEN": "", **(env or {})})
 
 
+@pytest.mark.parametrize("command", ["up", "api"])
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3"])
 def test_no_auth_is_refused_unless_on_loopback(
-    tmp_path: Path, host: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, host: str, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = _scalar("up", "--no-auth", "--host", host, "--port", "0", "--data-dir", str(tmp_path))
+    result = _scalar(command, "--no-auth", "--host", host, "--port", "0", "--data-dir", str(tmp_path))
     assert result.exit_code == 2, result.output
     assert "--no-auth: refused" in result.output
     assert not (tmp_path / "scalar.db").exists()  # nothing started
