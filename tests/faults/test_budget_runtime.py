@@ -66,6 +66,30 @@ def test_two_controllers_cannot_both_spend_the_last_dollar(db_url: str) -> None:
             s.close()
 
 
+def test_a_refused_purchase_stays_refused_while_the_engine_still_holds_it_in_flight(db_url: str) -> None:
+    """Between a refusal and its REJECTED result reaching the engine (or across a ``kill -9`` there), the
+    engine holds the purchase as an order in flight. The next gate must not stretch the refused row back
+    into a commitment: it would count money never spent against the limit."""
+    from scalar.store import migrate
+
+    migrate(db_url)
+    with Store.open(db_url) as store:
+        with store.write() as tx:
+            ledger.replace_limits(tx.conn, budgets.to_rows([BudgetLimit("global", Decimal(30))]), at(0))
+        c, buy = _a_purchase()
+        assert buy.action_id in c.state.orders  # in flight in the engine
+        with store.write() as tx:
+            assert budgets.gate(tx, c.state, [replace(buy, action_id="first")], at(1)) == {}
+        with store.write() as tx:
+            assert buy.action_id in budgets.gate(tx, c.state, [buy], at(1))  # $20 + $20 > $30
+        with store.write() as tx:
+            budgets.gate(tx, c.state, [replace(buy, action_id="later")], at(2))
+        with store.read() as tx:
+            rows = {r.action_id: r for r in ledger.all_spend(tx.conn)}
+        assert rows[buy.action_id].ends_at == rows[buy.action_id].starts_at
+        assert rows["first"].ends_at > rows["first"].starts_at
+
+
 def test_a_limit_the_engine_has_not_heard_of_refuses_in_the_transaction_and_nothing_is_bought(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -84,6 +84,10 @@ def gate(tx: Tx, state: ClusterState, actions: Sequence[Action], now: datetime) 
     if limits:
         live = {c.key: c for c in commitments(state, now)}
         for row in ledger.spend_since(conn, now - _LOOKBACK):
+            if row.ends_at <= row.starts_at:
+                # refused, or ended unfilled: final. The engine still holds a refused purchase as in flight
+                # until its REJECTED result is stored, and must not stretch it back into a commitment.
+                continue
             end = _engine_end(state, live, row.action_id)
             if end is not None and end != row.ends_at:
                 ledger.move_end(conn, row.action_id, end)
