@@ -4,16 +4,29 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# Wheels of the base install's dependencies (pinned by requirements.lock) and of the build backend, for the
+# test that installs `scalar-compute` into a fresh venv with no index (tests/agent/test_wheel_install.py).
+WHEELHOUSE := $(VENV)/wheelhouse
 # Parallel test workers (pytest-xdist); override with `make test JOBS=1`.
 JOBS   ?= auto
 
-.PHONY: run test test-fast lint typecheck contracts unit bench clean lock sysdeps
+.PHONY: run test test-fast lint typecheck contracts unit bench clean lock sysdeps wheelhouse
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
+
+# Downloads once (the only step of the tests that does); rebuilt when pyproject.toml or the lock changes.
+$(WHEELHOUSE)/.stamp: pyproject.toml requirements.lock | $(STAMP)
+	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
+	  print(*p["project"]["dependencies"], *p["build-system"]["requires"], sep="\n")' > $(WHEELHOUSE)/requirements.txt
+	$(BIN)/python -m pip wheel --quiet -c requirements.lock -r $(WHEELHOUSE)/requirements.txt -w $(WHEELHOUSE)
+	touch $@
+
+wheelhouse: $(WHEELHOUSE)/.stamp
 
 run: $(STAMP)
 	$(BIN)/scalar up --demo --time-scale 60
@@ -42,7 +55,7 @@ sysdeps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-unit: $(STAMP) sysdeps
+unit: $(STAMP) wheelhouse sysdeps
 	$(BIN)/python -m pytest -n $(JOBS) -q
 
 test: lint typecheck contracts unit
