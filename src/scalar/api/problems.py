@@ -36,7 +36,6 @@ TITLES: dict[str, str] = {
     "job-rejected": "Job refused",
     "not-found": "Not found",
     "method-not-allowed": "Method not allowed",
-    "conflict": "Conflict",
     "unauthorized": "Unauthorized",
     "forbidden": "Forbidden",
     "payload-too-large": "Request body too large",

@@ -162,26 +162,17 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         "/jobs/{job_id}",
         status_code=202,
         response_model=JobOut,
-        responses={
-            404: {**_PROBLEM, "description": "no such job"},
-            409: {**_PROBLEM, "description": "the job cannot be cancelled any more"},
-        },
+        responses={404: {**_PROBLEM, "description": "no such job"}},
         summary="Cancel a job",
     )
     def cancel_job(job_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH)) -> Any:
         """Ask for the job to be cancelled. The request is durable; the job shows CANCELLED once the
-        controller has acted on it (a finished job stays as it is)."""
+        controller has acted on it. A finished job stays as it is: asking again is accepted (202) and
+        changes nothing, so a retried cancel is safe."""
         try:
             raw = control_plane.cancel_job(job_id)
         except KeyError:
             raise _not_found(job_id) from None
-        except ValueError as exc:
-            raise ApiProblem(
-                409,
-                "conflict",
-                f"job {job_id!r} cannot be cancelled: {exc}",
-                [FieldProblem(field="job_id", problem=str(exc), fix="only unfinished jobs can be cancelled")],
-            ) from None
         return _job(raw)
 
     return router
