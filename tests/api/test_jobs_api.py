@@ -388,6 +388,15 @@ def test_jobs_page_with_a_cursor_through_every_job_once(client: httpx.Client, or
     assert [j["id"] for j in again["jobs"]] == want[3:6]
 
 
+def test_a_cursor_with_an_offset_is_a_problem_naming_offset(client: httpx.Client) -> None:
+    for i in range(2):
+        client.post("/jobs", json={**JOB, "name": f"o{i}"})
+    after = client.get("/jobs", params={"limit": 1}).json()["next"]
+    body = problem_of(client.get("/jobs", params={"limit": 1, "after": after, "offset": 1}), 422)
+    assert body["type"] == "urn:scalar:problem:invalid-request"
+    assert fields_of(body) == ["offset"]
+
+
 @pytest.mark.parametrize("after", ["not a cursor!", "eyJ4IjoxfQ", "x" * 1001])  # eyJ4IjoxfQ: {"x":1}
 def test_a_bad_cursor_is_a_problem_naming_after(client: httpx.Client, after: str) -> None:
     body = problem_of(client.get("/jobs", params={"after": after}), 422)

@@ -70,3 +70,13 @@ def test_a_cursor_names_its_listing() -> None:
     other = paging.fingerprint("test", state="PENDING")
     with pytest.raises(ApiProblem, match="another listing"):
         paging.decode(cursor, other)
+
+
+def test_a_cursor_and_an_offset_together_are_refused_naming_offset() -> None:
+    cursor = paging.encode("job-1", False, LISTING)
+    assert paging.decode_with_offset(cursor, LISTING, 0) == paging.Cursor("job-1", False)
+    assert paging.decode_with_offset(None, LISTING, 5) is None  # an offset alone pages as before
+    with pytest.raises(ApiProblem) as raised:
+        paging.decode_with_offset(cursor, LISTING, 5)
+    assert raised.value.status == 422
+    assert [e.field for e in raised.value.errors] == ["offset"]

@@ -86,6 +86,20 @@ def decode(cursor: str | None, listing: str) -> Cursor | None:
     return Cursor(key, bool(data["b"]))
 
 
+def decode_with_offset(cursor: str | None, listing: str, offset: int) -> Cursor | None:
+    """``decode`` for a list that also takes ``offset``: a cursor and an offset together are a 422 problem
+    naming ``offset`` (a cursor says where the page starts; an offset would move it again)."""
+    decoded = decode(cursor, listing)
+    if decoded is not None and offset:
+        raise ApiProblem(
+            422,
+            "invalid-request",
+            "offset: give either after (a cursor) or offset, not both",
+            [FieldProblem(field="offset", problem="is given with after", fix="leave offset out with after")],
+        )
+    return decoded
+
+
 def _valid_key(key: Any) -> bool:
     if isinstance(key, str):
         return 0 < len(key) <= 400

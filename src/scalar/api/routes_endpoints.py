@@ -156,18 +156,7 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         pages after and before."""
         tenant = tenant_filter()
         listing = paging.fingerprint("endpoints", include_deleted=include_deleted, tenant=tenant)
-        cursor = paging.decode(after, listing)
-        if cursor is not None and offset:
-            raise ApiProblem(
-                422,
-                "invalid-request",
-                "offset: give either after (a cursor) or offset, not both",
-                [
-                    FieldProblem(
-                        field="offset", problem="is given with after", fix="leave offset out with after"
-                    )
-                ],
-            )
+        cursor = paging.decode_with_offset(after, listing, offset)
 
         def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
             start = None

@@ -114,18 +114,7 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         wanted = _state_filter(state)
         newest = order == "newest"
         listing = paging.fingerprint("jobs", state=wanted, order=order, tenant=tenant_filter())
-        cursor = paging.decode(after, listing)
-        if cursor is not None and offset:
-            raise ApiProblem(
-                422,
-                "invalid-request",
-                "offset: give either after (a cursor) or offset, not both",
-                [
-                    FieldProblem(
-                        field="offset", problem="is given with after", fix="leave offset out with after"
-                    )
-                ],
-            )
+        cursor = paging.decode_with_offset(after, listing, offset)
 
         def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
             return control_plane.list_jobs(
