@@ -131,7 +131,9 @@ def seed(db_url: str, jobs: int = 20_000, nodes: int = 1_000) -> str:
                     "placed_at": (NOW - timedelta(hours=2, minutes=5)).isoformat(),
                     "for_jobs": [],
                 }
-                tx.upsert_projection("orders", order["key"], "filled", order, parent_id="h100-fast", at=NOW)
+                tx.upsert_projection(
+                    "orders", str(order["key"]), "filled", order, parent_id="h100-fast", at=NOW
+                )
             for i in range(jobs):
                 tenant = TENANTS[i % len(TENANTS)]
                 if i < running:
@@ -170,7 +172,7 @@ def seed(db_url: str, jobs: int = 20_000, nodes: int = 1_000) -> str:
                     "ready_at": (NOW - timedelta(hours=1, minutes=50)).isoformat(),
                     "idle_since": None,
                 }
-                tx.upsert_projection("nodes", node_id, "ready", data, parent_id=data["block_id"], at=NOW)
+                tx.upsert_projection("nodes", node_id, "ready", data, parent_id=str(data["block_id"]), at=NOW)
     finally:
         store.close()
     return a_pending

@@ -291,7 +291,9 @@ def measure(
 
     openb_nodes = [n for n in read_nodes(nodes_path) if n.gpus > 0]
     out: dict[str, Any] = {"side_by_side": []}
-    runs = [("openb", openb_nodes, job_stream(pods_path, openb_jobs, SEED), [])]
+    runs: list[tuple[str, list[Any], list[Job], list[Job]]] = [
+        ("openb", openb_nodes, job_stream(pods_path, openb_jobs, SEED), [])
+    ]
     if big_jobs > 0:
         nodes = big_cluster(big_nodes)
         # Enough jobs to fill the big cluster past the target before the measured ones.

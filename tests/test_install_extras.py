@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 from pathlib import Path
 
@@ -68,9 +69,9 @@ def expanded(extras: tuple[str, ...]) -> set[str]:
     return names
 
 
-def closure(names: set[str]) -> set[str]:
+def closure(names: Iterable[str]) -> set[str]:
     """Every installed distribution ``names`` require, transitively (their own extras not taken)."""
-    env = {**default_environment(), "extra": ""}
+    env = {**{key: str(value) for key, value in default_environment().items()}, "extra": ""}
     found: set[str] = set()
     todo = list(names)
     while todo:

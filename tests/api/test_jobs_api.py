@@ -309,7 +309,7 @@ def test_healthz_answers_ok_and_names_no_database(pg_url: str, tmp_path: Path) -
 def test_healthz_is_a_503_with_retry_after_when_the_database_cannot_be_opened(
     pg_url: str, tmp_path: Path
 ) -> None:
-    missing = make_url(pg_url).set(database=make_url(pg_url).database + "_missing", password="hunter2")
+    missing = make_url(pg_url).set(database=f"{make_url(pg_url).database}_missing", password="hunter2")
     settings = load_settings(
         None,
         {"data_dir": tmp_path, "database_url": missing.render_as_string(hide_password=False)},
@@ -356,7 +356,7 @@ def test_jobs_list_newest_first_by_default(client: httpx.Client) -> None:
     assert "oldest" in bad.json()["errors"][0]["fix"]
 
 
-def _walk(client: httpx.Client, params: dict[str, object]) -> list[list[str]]:
+def _walk(client: httpx.Client, params: dict[str, Any]) -> list[list[str]]:
     pages, after = [], None
     while True:
         got = client.get("/jobs", params={**params, **({"after": after} if after else {})})

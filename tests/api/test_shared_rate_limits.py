@@ -102,7 +102,7 @@ def _get(url: str, token: str) -> int:
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
             reply.read()
-            return reply.status
+            return int(reply.status)
     except urllib.error.HTTPError as err:
         body = json.loads(err.read())
         assert err.code == 429 and body["type"].endswith("rate-limited"), body

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Browser, Page, Playwright
+from playwright.sync_api import Browser, FloatRect, Page, Playwright, ViewportSize
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
-VIEWPORT = {"width": 1360, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1360, "height": 900}
 
 # (name, path): every dashboard page, as the docs and the tests visit them.
 PAGES = [
@@ -114,6 +114,6 @@ def screenshot(page: Page, path: Path, max_height: int | None = None) -> Path:
         page.screenshot(path=str(path), full_page=True)
     else:
         height = min(max_height, int(page.evaluate("document.documentElement.scrollHeight")))
-        clip = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height}
+        clip: FloatRect = {"x": 0, "y": 0, "width": VIEWPORT["width"], "height": height}
         page.screenshot(path=str(path), full_page=True, clip=clip)
     return path

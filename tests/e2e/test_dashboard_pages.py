@@ -139,7 +139,7 @@ def test_orderbook_inputs_recompute_the_optimal_row(browser_page: BrowserPage, d
 
     page.fill("#node_count", "0")
     problem = page.wait_for_selector(".problem")
-    assert "node_count" in problem.inner_text()
+    assert problem is not None and "node_count" in problem.inner_text()
     browser_page.shot("bad-input")
 
 
@@ -149,7 +149,7 @@ def test_a_new_job_appears_and_its_explanation_opens(browser_page: BrowserPage, 
     job_id = submit(dashboard.client, {**JOB, "name": "e2e-appears", "gpu_count": 2})
     row = page.wait_for_selector(f"tr[data-job-id='{job_id}']", timeout=15_000)
     assert page.evaluate("window.__notReloaded") is True, "the job appeared without a reload"
-    assert "e2e-appears" in row.inner_text()
+    assert row is not None and "e2e-appears" in row.inner_text()
     browser_page.shot("jobs")
 
     page.click(f"tr[data-job-id='{job_id}'] a.job-link")
@@ -167,7 +167,7 @@ def test_a_new_job_appears_and_its_explanation_opens(browser_page: BrowserPage, 
 def test_the_jobs_page_lists_the_newest_first_and_filters_by_state(
     browser_page: BrowserPage, dashboard: Dashboard
 ) -> None:
-    ids = []
+    ids: list[str] = []
     for i in range(3):  # job ids carry the submission second: one second apart, their order is known
         if ids:
             time.sleep(1.05)

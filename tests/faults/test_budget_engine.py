@@ -33,7 +33,7 @@ from tests.engine.world import World, replay
 
 def limit(
     scope: str = "global", per_hour: str | None = None, per_period: str | None = None, period: str = "day"
-):  # type: ignore[no-untyped-def]
+) -> BudgetLimit:
     return BudgetLimit(
         scope,
         None if per_hour is None else Decimal(per_hour),
@@ -115,7 +115,7 @@ def test_tenant_limits_apply_to_that_tenant_only() -> None:
 
 def test_flex_price_cap_holds_under_a_budget() -> None:
     tiers = {Tier.FAST: TierConfig(None), Tier.FLEX: TierConfig(Decimal("2.05"))}
-    c = Controller(ControllerConfig(tiers=tiers, budgets=(limit(per_hour="1000"),)))  # type: ignore[arg-type]
+    c = Controller(ControllerConfig(tiers=tiers, budgets=(limit(per_hour="1000"),)))
     assert buys(c.step(at(0), [market(sf_offer("2.00")), *submit(spec("f", 8, tier="FLEX"))])) == []
     job = c.job("f")
     assert job is not None and job.reason is not None and job.reason.code == "over_tier_cap"

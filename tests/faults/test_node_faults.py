@@ -23,7 +23,7 @@ def world(db_url: str, tmp_path: Path) -> Iterator[tuple[Clock, ControlPlane, Bu
     clock = Clock()
     settings = settings_for(db_url, tmp_path, retry_backoff_s=2.0)
     market = BuiltinMarket(db_url, settings.market_config(), providers=PROVIDERS)
-    plane = ControlPlane(settings, clock=clock, providers=market.providers())  # type: ignore[arg-type]
+    plane = ControlPlane(settings, clock=clock, providers=market.providers())
     yield clock, plane, market, db_url
     plane.stop()
     market.close()

@@ -50,7 +50,7 @@ def test_a_partial_fill_is_used_and_the_rest_bought_again() -> None:
         again += [b for b in buys(actions) if waiting in b.for_jobs]
         if again:
             break
-    assert again, c.explain_job(waiting)
+    assert again, c.explain(waiting)
     history.append(c.step(at(2001), [filled(again[0], at(2001), block_id="blk-3")]))
     node = c.state.blocks["blk-3"].node_ids[0]
     history.append(c.step(at(2010), ready(node, when=at(2010), block_id="blk-3")))

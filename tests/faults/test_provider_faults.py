@@ -44,11 +44,13 @@ class Flaky:
     def buy(self, request: CapacityRequest, idempotency_key: str, now: datetime) -> Order:
         self.calls += 1
         if self.fault == "timeout_after_buying":
-            order = self.inner.buy(request, idempotency_key, now)  # the seller bought; we never hear it
+            # the seller bought; we never hear it
+            order: Order = self.inner.buy(request, idempotency_key, now)
             self._trip()
             return order
         self._trip()
-        return self.inner.buy(request, idempotency_key, now)
+        bought: Order = self.inner.buy(request, idempotency_key, now)
+        return bought
 
     def start_work(self, node_id: str, job_id: str, expected_duration_s: int, now: datetime) -> None:
         self._trip()
@@ -63,7 +65,7 @@ def faulty(
     settings = settings_for(db_url, tmp_path, retry_backoff_s=2.0, retry_backoff_max_s=8.0)
     market = BuiltinMarket(db_url, settings.market_config(), providers=PROVIDERS)
     sellers = {name: Flaky(p, request.param, 3) for name, p in market.providers().items()}
-    plane = ControlPlane(settings, clock=clock, providers=sellers)  # type: ignore[arg-type]
+    plane = ControlPlane(settings, clock=clock, providers=sellers)
     yield clock, plane, db_url
     plane.stop()
     market.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from sqlalchemy import event as sa_event
@@ -102,7 +103,8 @@ def test_a_duplicate_stimulus_is_a_noop_that_returns_the_stored_seq(store: Store
 
 
 def test_new_events_carry_the_payload_a_replay_will_see(store: Store) -> None:
-    original = NewEvent("s1", "price", {"b": (1, 2), "a": {"z": 1, "y": 2.5}, 3: "x"}, at(0))
+    payload: dict[Any, Any] = {"b": (1, 2), "a": {"z": 1, "y": 2.5}, 3: "x"}  # a tuple, a key not a str
+    original = NewEvent("s1", "price", payload, at(0))
     with store.write() as tx:
         live = tx.append_batch(at(0), [original]).new_events[0]
     replayed = next(store.read_events())

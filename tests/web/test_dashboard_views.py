@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import parse_qs
 
 from hypothesis import given
@@ -31,7 +32,9 @@ def _coordinates(path: str) -> list[tuple[float, float]]:
 
 
 @given(levels, levels, st.one_of(st.none(), st.floats(min_value=0, max_value=1e4)))
-def test_depth_chart_stays_inside_its_box(asks: list, bids: list, optimal: float | None) -> None:
+def test_depth_chart_stays_inside_its_box(
+    asks: list[tuple[float, float]], bids: list[tuple[float, float]], optimal: float | None
+) -> None:
     chart = charts.depth_chart(sorted(asks), sorted(bids, reverse=True), optimal, required_gpus=16)
     assert chart.empty == (not asks and not bids)
     for name in ("asks", "bids"):
@@ -121,7 +124,7 @@ def test_costs_view_charts_the_cumulative_spend() -> None:
 
 
 def test_jobs_wait_until_they_start() -> None:
-    jobs = [
+    jobs: list[dict[str, Any]] = [
         {
             "id": "a",
             "state": "RUNNING",
