@@ -15,14 +15,14 @@ from rich.console import Console
 
 from scalar.cli.errors import cli_hints
 from scalar.cli.main import app
-from scalar.cli.output import Col, cell, fit, make_table, when
+from scalar.cli.output import Col, Kind, cell, fit, make_table, when
 from scalar.cli.stray import find_stray
 
 NOW = datetime(2026, 11, 26, 20, 31, 5, tzinfo=UTC)
 ID_CHARS = string.ascii_lowercase + string.digits + "-_"
 WORD = st.text(string.ascii_letters + string.digits + "-_.", min_size=1, max_size=30)
 TEXT = st.lists(WORD, min_size=0, max_size=8).map(" ".join)
-KINDS = st.sampled_from(["id", "key", "num", "text", "time"])
+KINDS: st.SearchStrategy[Kind] = st.sampled_from(["id", "key", "num", "text", "time"])
 
 
 def render(table: object, width: int) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,9 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             cp.stop()
 
 
-def test_providers_shows_states_errors_and_disabled_reasons(run_cli: CliResult, server_url: str) -> None:
+def test_providers_shows_states_errors_and_disabled_reasons(
+    run_cli: Callable[..., CliResult], server_url: str
+) -> None:
     result = run_cli("providers", "--server", server_url, "--json")
     assert result.returncode == 0, result.stderr
     by_name = {p["name"]: p for p in json.loads(result.stdout)["providers"]}
@@ -62,7 +64,9 @@ def test_providers_shows_states_errors_and_disabled_reasons(run_cli: CliResult, 
     assert "disabled" in lines["gcp"] and "SCALAR_GCP_API_KEY" in said
 
 
-def test_prices_filters_and_sorts_by_price_per_gpu_hour(run_cli: CliResult, server_url: str) -> None:
+def test_prices_filters_and_sorts_by_price_per_gpu_hour(
+    run_cli: Callable[..., CliResult], server_url: str
+) -> None:
     result = run_cli(
         "prices",
         "--server",
@@ -85,7 +89,7 @@ def test_prices_filters_and_sorts_by_price_per_gpu_hour(run_cli: CliResult, serv
     assert on_demand["offers"] and not any(r["spot"] for r in on_demand["offers"])
 
 
-def test_prices_table_marks_the_stale_provider(run_cli: CliResult, server_url: str) -> None:
+def test_prices_table_marks_the_stale_provider(run_cli: Callable[..., CliResult], server_url: str) -> None:
     result = run_cli("prices", "--server", server_url, "--provider", "runpod", "--wide")
     assert result.returncode == 0, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.split()[:1] == ["runpod"]]
@@ -94,7 +98,9 @@ def test_prices_table_marks_the_stale_provider(run_cli: CliResult, server_url: s
     assert "STALE" not in fresh.stdout and "$0.4444" in fresh.stdout
 
 
-def test_live_quote_picks_from_live_offers(run_cli: CliResult, server_url: str, tmp_path: Path) -> None:
+def test_live_quote_picks_from_live_offers(
+    run_cli: Callable[..., CliResult], server_url: str, tmp_path: Path
+) -> None:
     req = tmp_path / "req.json"
     req.write_text(json.dumps({"gpuCount": 1, "gpuType": "A100-80GB", "maxPricePerHour": 0.5}))
     result = run_cli("quote", "--requirements", req, "--server", server_url, "--json")
@@ -111,7 +117,7 @@ def test_live_quote_picks_from_live_offers(run_cli: CliResult, server_url: str, 
 
 
 def test_live_quote_without_a_match_exits_1_with_the_filter_counts(
-    run_cli: CliResult, server_url: str, tmp_path: Path
+    run_cli: Callable[..., CliResult], server_url: str, tmp_path: Path
 ) -> None:
     req = tmp_path / "req.json"
     req.write_text(json.dumps({"gpuCount": 1, "gpuType": "NOSUCHGPU"}))
@@ -120,7 +126,7 @@ def test_live_quote_without_a_match_exits_1_with_the_filter_counts(
     assert "gpuType" in result.stderr and "removed" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_live_quote_bad_input_and_no_server(run_cli: CliResult, tmp_path: Path) -> None:
+def test_live_quote_bad_input_and_no_server(run_cli: Callable[..., CliResult], tmp_path: Path) -> None:
     req = tmp_path / "req.json"
     req.write_text(json.dumps({"gpuCount": "one"}))
     bad = run_cli("quote", "--requirements", req, "--server", "http://127.0.0.1:9")

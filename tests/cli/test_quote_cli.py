@@ -51,7 +51,7 @@ def test_eight_h100s_from_real_cloud_prices(run_cli: Run) -> None:
             "score",
         }
     scores = [out["score"], *(a["score"] for a in alternatives)]
-    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert scores == sorted(scores, reverse=True)
     assert out["scorer"] == "default"
     removed = {f["filter"]: f["removed"] for f in out["removedBy"]}  # type: ignore[attr-defined]
     assert removed["gpuType"] == 7 and removed["maxInterruptionRate"] == 2

@@ -53,7 +53,10 @@ def _contract(block_id: str, node: Node, price: Decimal, *, sunk: bool) -> Contr
     )
 
 
-def _scene(restartable: bool = True, tier: Tier = Tier.FLEX, running_s: float = 600):
+Cluster = tuple[list[Contract], dict[str, Node], list[HeldJob]]
+
+
+def _scene(restartable: bool = True, tier: Tier = Tier.FLEX, running_s: float = 600) -> Cluster:
     """A paid-whole 8-GPU block half used, and a $4/GPU-h 2-GPU node holding one 1-GPU job."""
     big = book_job(_node("big", "b-big", 8, Decimal("2")), _job("a", 4, restartable=False), (0, 1, 2, 3))
     small_node = _node("small", "b-small", 2, Decimal("4"), tier)
@@ -103,8 +106,10 @@ def test_off_means_nothing_moves() -> None:
 
 
 @st.composite
-def _clusters(draw: st.DrawFn):
-    contracts, nodes, held = [], {}, []
+def _clusters(draw: st.DrawFn) -> Cluster:
+    contracts: list[Contract] = []
+    nodes: dict[str, Node] = {}
+    held: list[HeldJob] = []
     for b in range(draw(st.integers(2, 6))):
         gpus = draw(st.sampled_from([1, 2, 4, 8]))
         price = Decimal(draw(st.sampled_from(["1", "2", "3", "4", "6"])))
@@ -133,7 +138,7 @@ def _clusters(draw: st.DrawFn):
 
 @settings(max_examples=150, deadline=None)
 @given(_clusters())
-def test_moves_never_touch_a_fixed_job_and_never_double_book_a_gpu(cluster) -> None:
+def test_moves_never_touch_a_fixed_job_and_never_double_book_a_gpu(cluster: Cluster) -> None:
     contracts, nodes, held = cluster
     by_id = {h.job.id: h for h in held}
     decisions = plan_moves(contracts, nodes, held, NOW)

@@ -322,7 +322,12 @@ def test_budget_reasons_carry_the_numbers() -> None:
 
 
 def test_a_group_costs_its_cheapest_model_and_group_keys_count_too() -> None:
-    prices = {"H100": Decimal("2.40"), "H100-SXM": Decimal("2.99"), G.AMPERE_48: Decimal("0.39"), "T4": 0.1}
+    prices = {
+        "H100": Decimal("2.40"),
+        "H100-SXM": Decimal("2.99"),
+        G.AMPERE_48: Decimal("0.39"),
+        "T4": Decimal("0.1"),
+    }
     ranked = rank_gpu_groups_for_budget(Decimal("2.5"), prices)
     assert ranked.groups == [G.AMPERE_48, G.ADA_80_PRO]
     assert ranked.chosen[1].price_per_gpu_hour == Decimal("2.40")
@@ -356,5 +361,5 @@ def test_budget_selection_is_exactly_the_affordable_groups_sorted(
 ) -> None:
     ranked = rank_gpu_groups_for_budget(budget, prices)
     assert set(ranked.groups) == {g for g, p in prices.items() if p <= budget}
-    costs = [c.price_per_worker_hour for c in ranked.chosen]
-    assert costs == sorted(costs)
+    costs = [c.price_per_worker_hour for c in ranked.chosen if c.price_per_worker_hour is not None]
+    assert len(costs) == len(ranked.chosen) and costs == sorted(costs)

@@ -24,7 +24,7 @@ from scalar.domain.orderbook import (
 WEEK, DAY, MONTH = 168, 24, 720
 
 
-def order(price: str | int | float, qty: int, hours: int = WEEK) -> BookOrder:
+def order(price: str | int | float | Decimal, qty: int, hours: int = WEEK) -> BookOrder:
     return BookOrder(Decimal(str(price)), qty, Decimal(hours))
 
 

@@ -7,6 +7,7 @@ Prime Intellect block that ends in 10 hours.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -601,12 +602,8 @@ def test_apply_placement_books_gpus_cpu_ram_and_refuses_a_second_booking() -> No
         apply_placement(booked, decision, four)
     other = job(gpus=4, vram_gb=60, id="job-2")
     with pytest.raises(PlacementConflictError, match="already held by job job-1"):
-        apply_placement(booked, PlacementDecision(**{**_fields(decision), "job_id": "job-2"}), other)
+        apply_placement(booked, replace(decision, job_id="job-2"), other)
     assert release_job(target, four) == next(n for n in nodes if n.id == decision.node_id)
-
-
-def _fields(decision: PlacementDecision) -> dict[str, object]:
-    return {name: getattr(decision, name) for name in PlacementDecision.__dataclass_fields__}
 
 
 def test_apply_placement_of_a_non_placement_changes_nothing_and_checks_the_job() -> None:
