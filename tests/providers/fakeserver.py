@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -44,20 +44,28 @@ class Reply:
     delay_s: float = 0.0
 
     @classmethod
-    def json(cls, payload: Any, status: int = 200, delay_s: float = 0.0, **headers: str) -> Reply:
+    def json(
+        cls,
+        payload: Any,
+        status: int = 200,
+        *,
+        delay_s: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
         body = json.dumps(payload).encode()
-        return cls(status, body, {"Content-Type": "application/json", **headers}, delay_s)
+        return cls(status, body, {"Content-Type": "application/json", **(headers or {})}, delay_s)
 
     @classmethod
     def text(
         cls,
         text: str,
         status: int = 200,
+        *,
         content_type: str = "text/plain",
         delay_s: float = 0.0,
-        **headers: str,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
-        return cls(status, text.encode(), {"Content-Type": content_type, **headers}, delay_s)
+        return cls(status, text.encode(), {"Content-Type": content_type, **(headers or {})}, delay_s)
 
 
 Handler = Callable[[Request], Reply]
@@ -75,6 +83,7 @@ class FakeServer:
     def url(self) -> str:
         assert self._server is not None, "start the server first"
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}"
 
     def route(self, method: str, path: str, handler: Handler | Reply | Sequence[Reply]) -> None:

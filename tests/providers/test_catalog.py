@@ -35,7 +35,7 @@ from scalar.providers.catalog import (
 )
 from scalar.providers.catalog.names import parse_prime_name, parse_runpod_name
 from scalar.providers.catalog.outliers import PricePoint, flag_price_outliers
-from scalar.providers.catalog.records import PriceRow
+from scalar.providers.catalog.records import CatalogAnomaly, PriceRow
 from scalar.providers.catalog.rules import is_usual_gpu_count, judge_row
 from scalar.providers.catalog.sources import PROVIDER_FILES, SPOT_ADVISOR_FILE
 from tests.conftest import DATA, REPO
@@ -84,7 +84,9 @@ def find(catalog: Catalog, provider: str, instance_type: str, zone_or_region: st
     return matches[0]
 
 
-def flags(catalog: Catalog, code: str, provider: str | None = None, instance_type: str | None = None) -> list:
+def flags(
+    catalog: Catalog, code: str, provider: str | None = None, instance_type: str | None = None
+) -> list[CatalogAnomaly]:
     return [
         anomaly
         for anomaly in catalog.anomalies_with(code)
@@ -250,7 +252,7 @@ def test_gcp_h100_price_levels_are_flagged_by_the_median_rule(catalog: Catalog) 
         for offer in catalog.by_gpu_model("H100")
         if offer.provider == "gcp" and not offer.spot and "+" not in offer.instance_type
     ]
-    flagged = {a.availability_zone + a.instance_type for a in flags(catalog, "price_outlier_low", "gcp")}
+    flagged = {f"{a.availability_zone}{a.instance_type}" for a in flags(catalog, "price_outlier_low", "gcp")}
     # per-GPU SKU price per zone, from the packaged accelerator file
     sku = {
         (row["AvailabilityZone"], row["AcceleratorName"], row["AcceleratorCount"]): Decimal(row["Price"])
@@ -262,7 +264,9 @@ def test_gcp_h100_price_levels_are_flagged_by_the_median_rule(catalog: Catalog) 
         "a3-highgpu-8g": ("H100", "8"),
         "a3-highgpu-1g": ("H100", "1"),
     }
-    per_gpu = {offer: sku[(offer.availability_zone, *upstream[offer.instance_type])] for offer in gcp_h100}
+    per_gpu = {
+        offer: sku[(str(offer.availability_zone), *upstream[offer.instance_type])] for offer in gcp_h100
+    }
     norm = statistics.median(per_gpu.values())
     for offer, price in per_gpu.items():
         is_flagged = f"{offer.availability_zone}{offer.instance_type}" in flagged

@@ -19,7 +19,7 @@ def test_retries_429_honouring_retry_after_then_succeeds() -> None:
         server.route(
             "GET",
             "/x",
-            [Reply.json({"error": "slow down"}, 429, **{"Retry-After": "3"}), Reply.json({"ok": 1})],
+            [Reply.json({"error": "slow down"}, 429, headers={"Retry-After": "3"}), Reply.json({"ok": 1})],
         )
         assert client(server, sleeps).get_json("/x") == {"ok": 1}
     assert sleeps == [3.0]

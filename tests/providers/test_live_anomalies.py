@@ -7,6 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.offers import Offer
+from scalar.providers.catalog.records import CatalogAnomaly
 from scalar.providers.live_anomalies import judge_live_offers
 from scalar.runtime.market_view import quotable, sourced
 from scalar.runtime.prices import LivePrices, RealProvider
@@ -28,7 +29,7 @@ def offer(
     )
 
 
-def codes(flags: Sequence[object]) -> list[str]:
+def codes(flags: Sequence[CatalogAnomaly]) -> list[str]:
     return [f.code for f in flags]
 
 

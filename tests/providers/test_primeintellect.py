@@ -256,7 +256,7 @@ def test_429_then_200_succeeds(server: FakeServer) -> None:
         "GET",
         "/availability/gpus",
         [
-            Reply.json({"detail": "Too many requests"}, 429, **{"Retry-After": "1"}),
+            Reply.json({"detail": "Too many requests"}, 429, headers={"Retry-After": "1"}),
             Reply.json({"items": page(2)["items"], "totalCount": 1}),
         ],
     )

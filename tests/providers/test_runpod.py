@@ -129,7 +129,7 @@ def test_429_then_200_succeeds(server: FakeServer) -> None:
         "POST",
         "/graphql",
         [
-            Reply.text("Too Many Requests", 429, **{"Retry-After": "3"}),
+            Reply.text("Too Many Requests", 429, headers={"Retry-After": "3"}),
             Reply.json(sample("graphql_gpuTypes_response")),
         ],
     )

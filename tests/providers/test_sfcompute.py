@@ -257,7 +257,7 @@ def test_401_fails_fast_with_the_message(server: FakeServer) -> None:
 def test_429_then_200_succeeds_after_retry_after(server: FakeServer) -> None:
     sleeps: list[float] = []
     limited = Reply.json(
-        {"error": {"type": "api_error", "message": "slow down"}}, 429, **{"Retry-After": "2"}
+        {"error": {"type": "api_error", "message": "slow down"}}, 429, headers={"Retry-After": "2"}
     )
     server.route("GET", "/v0/orders", [limited, Reply.json(sample("v0_list_orders_response"))])
     orders = client(server, sleeps).list_orders()

@@ -214,9 +214,12 @@ def test_the_default_mode_sends_no_user_data_and_nodes_mode_is_idempotent(server
     assert load_settings(None, {}, {}).providers.sfcompute is None  # the default: v0 orders
 
     tokens: list[str] = []
-    mode = NodesMode(
-        lambda node: tokens.append(f"sjt_{node}") or tokens[-1], AgentBootstrap("http://c:1", "")
-    )
+
+    def token_for(node: str) -> str:
+        tokens.append(f"sjt_{node}")
+        return tokens[-1]
+
+    mode = NodesMode(token_for, AgentBootstrap("http://c:1", ""))
     client = nodes_client(server, mode)
     bought = client.buy(request, "act-2", now)
     assert bought.state is OrderState.FILLED and bought.block is not None
@@ -264,7 +267,7 @@ def test_the_fake_refuses_what_sfcompute_refuses(server: FakeServer) -> None:
         "names": ["n-a"],
         "cloud_init_user_data": "IyEvYmluL2Jhc2gK",
     }
-    bad = [
+    bad: list[dict[str, Any]] = [
         {"max_price_per_node_hour": 16.0},  # dollars, not integer cents
         {"end_at": hour + 1800},  # not on the hour
         {"start_at": hour - 1800},  # neither now nor a future hour

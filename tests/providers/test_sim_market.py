@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -185,7 +186,7 @@ def test_more_than_the_book_holds_is_rejected_as_insufficient_liquidity(open_sql
     ],
 )
 def test_bad_sfcompute_requests_are_rejected_with_a_reason(
-    open_sqlite_market: Open, request_kw: dict[str, object], hours: int, fragment: str
+    open_sqlite_market: Open, request_kw: dict[str, Any], hours: int, fragment: str
 ) -> None:
     market = open_sqlite_market()
     order = market.provider("sfcompute").buy(sfc_request(hours=hours, **request_kw), "bad", T0)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalar.domain.market import NodeState
+from scalar.domain.orderbook import BookOrder
 from scalar.providers.builtin.books import (
     DURATIONS_HOURS,
     GeneratedBook,
@@ -39,7 +40,7 @@ def test_generated_books_are_well_formed_and_around_the_reference(seed: int, hou
     assert all(p == p.quantize(Decimal("0.01")) and p > 0 for p in asks + bids)
     assert REFERENCE * Decimal("0.8") <= asks[0] <= REFERENCE * Decimal("1.1")
     assert asks[-1] <= REFERENCE * Decimal("1.7")
-    orders = [*book.asks, *book.bids]
+    orders: list[Level | BookOrder] = [*book.asks, *book.bids]
     assert all(o.quantity_gpus > 0 and o.quantity_gpus % 8 == 0 for o in orders)
     assert all(int(o.duration_hours) in DURATIONS_HOURS for o in orders)
 

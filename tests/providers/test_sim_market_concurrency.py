@@ -86,7 +86,7 @@ def test_two_consumers_polling_at_once_see_each_move_exactly_once(open_market: O
 
     def poll(index: int) -> list[object]:
         market = (one, two)[index]
-        cursor, seen = 0, []
+        cursor, seen = 0, list[object]()
         for second in range(0, 20 * 60, 15):
             events, cursor = market.events_since(cursor, T0 + timedelta(seconds=second))
             seen.extend(events)
@@ -95,7 +95,7 @@ def test_two_consumers_polling_at_once_see_each_move_exactly_once(open_market: O
     first, second = _race(2, poll)
     assert first == second
     assert isinstance(first, list) and len(first) == 16  # 4 nodes x 4 boot states
-    assert len({(e.node_id, e.state) for e in first}) == 16  # type: ignore[attr-defined]
+    assert len({(e.node_id, e.state) for e in first}) == 16
 
 
 SECOND_PROCESS = """
