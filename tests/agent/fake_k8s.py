@@ -20,6 +20,7 @@ directory, ``valueFrom`` env (refused as ``CreateContainerConfigError``), other 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import json
@@ -375,7 +376,7 @@ class FakeKubernetes:
 
     def events_after(
         self, namespace: str, selector: str, version: int
-    ) -> list[tuple[int, str, dict[str, Any]]]:
+    ) -> builtins.list[tuple[int, str, dict[str, Any]]]:  # (list: this class's method of that name)
         return [
             (rv, kind, obj)
             for rv, kind, ns, obj in self.history

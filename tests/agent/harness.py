@@ -54,6 +54,8 @@ def same_user_agents(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
+ENDED = ("SUCCEEDED", "FAILED", "CANCELLED")
+
 AGENT_SETTINGS: dict[str, Any] = {
     "tick_s": 0.2,
     "executor_interval_s": 0.05,
@@ -107,6 +109,16 @@ class Controller:
         response = self.http.get(f"/jobs/{job_id}/logs", params=params)
         assert response.status_code == 200, response.text
         return dict(response.json())
+
+    def ended(self, job_id: str) -> dict[str, Any] | None:
+        """The job once it has ended (SUCCEEDED, FAILED or CANCELLED), else ``None``: for ``wait_until``."""
+        job = self.job(job_id)
+        return job if job["state"] in ENDED else None
+
+    def output(self, job_id: str, containing: str = "") -> str | None:
+        """The job's output once there is some (holding ``containing``), else ``None``: for ``wait_until``."""
+        data = str(self.logs(job_id)["data"])
+        return data if data and containing in data else None
 
     def agents(self) -> list[dict[str, Any]]:
         return list(self.http.get("/agents").json()["agents"])

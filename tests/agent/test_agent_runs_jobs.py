@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,11 @@ def test_jobs_get_their_own_gpus_env_and_logs_that_outlive_the_agent(sqlite_url:
             chosen = {j["id"]: [uuid_of[i] for i in j["placements"][0]["gpu_indices"]] for j in running}
             assert c.job(ids[3])["state"] == "PENDING"  # the 4 GPUs are taken: the 4th job waits
             for job_id in ids:
-                job = wait_until(lambda j=job_id: finished(c, j), 60, f"{job_id} to finish")
+                job = wait_until(partial(c.ended, job_id), 60, f"{job_id} to finish")
                 assert job["state"] == "SUCCEEDED", job["reason"]
             printed = {}
             for job_id in ids:
-                logs = wait_until(lambda j=job_id: c.logs(j)["data"] or None, 20, "logs")
+                logs = wait_until(partial(c.output, job_id), 20, "logs")
                 devices, order, greeting = logs.split()
                 assert order == "PCI_BUS_ID" and greeting == "hello"
                 printed[job_id] = devices.split(",")

@@ -17,6 +17,7 @@ from scalar.engine.controller import Controller
 from scalar.engine.events import (
     AgentRegistered,
     AssignmentReported,
+    Event,
     HostRegistered,
     JobSpec,
     JobStarted,
@@ -106,6 +107,7 @@ def test_lost_node_requeues_with_attempt_plus_one_then_fails_at_the_limit_and_fe
     assert any(e.reason.code == "stale_attempt" for e in ctl.story("j"))
     # attempt 2 is lost too: max_job_attempts=2, so the job fails with the reason
     ctl.step(at(6), [node_report(second, NodeState.SUSPECT, 6), node_report(second, NodeState.LOST, 7)])
+    rec = ctl.state.jobs["j"]
     assert rec.state is JobState.FAILED
     assert rec.reason is not None and rec.reason.code == "attempts_exhausted"
 
@@ -135,7 +137,7 @@ def test_a_bought_node_of_an_agent_provider_waits_for_its_agent() -> None:
 
 
 def test_new_events_round_trip_through_the_codec() -> None:
-    events = [
+    events: list[Event] = [
         host("n9"),
         AgentRegistered("a", "n9"),
         AssignmentReported("r", "n9", "j", 3, "failed", "exited with code 2"),

@@ -42,7 +42,7 @@ def test_a_200_mb_log_is_capped_and_says_how_much_was_dropped(sqlite_url: str, t
             done = wait_until(lambda: c.job(job_id)["state"] == "SUCCEEDED", 120, "the loud job")
             assert done
             text = wait_until(
-                lambda: "truncated" in (t := whole_log(c, job_id)) and t, 60, "the truncation note"
+                lambda: t if "truncated" in (t := whole_log(c, job_id)) else None, 60, "the truncation note"
             )
             body, _, note = text.partition("\n[scalar: output truncated")
             assert len(body) == CAP and set(body) <= {"y", "\n"}
@@ -68,7 +68,7 @@ def test_the_controller_prunes_the_oldest_finished_output_per_tenant_and_after_r
             ids = []
             for _ in range(3):  # one after the other: the first is the oldest
                 ids.append(c.submit(command=["python", "-c", say]))
-                wait_until(lambda j=ids[-1]: len(c.logs(j)["data"]) == 100_000, 60, "its output")
+                wait_until(lambda: len(c.logs(ids[-1])["data"]) == 100_000, 60, "its output")
             running = c.submit(command=["python", "-c", "import time; print('x' * 300_000); time.sleep(60)"])
             wait_until(lambda: len(c.logs(running)["data"]) > 0, 60, "the running job's output")
             now = c.clock()

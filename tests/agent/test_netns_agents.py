@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,10 @@ def gpu_uuids(c: Controller) -> dict[str, list[str]]:
 
 def lease(c: Controller, node_id: str) -> str:
     return next(str(a["lease_state"]) for a in c.agents() if a["node_id"] == node_id)
+
+
+def is_lost(c: Controller, node_id: str) -> bool:
+    return "node_lost" in c.story_codes(node_id)
 
 
 def records(path: Path) -> list[tuple[str, str, str, list[str], float]]:
@@ -162,7 +167,7 @@ def test_jobs_on_three_namespaced_agents_get_their_own_gpus_and_ship_their_logs(
         machines = {n for gpus in seen.values() for n, us in uuids.items() if set(gpus) <= set(us)}
         assert machines == set(nodes), "every machine ran jobs"
         for job_id in jobs:  # the logs came over each machine's link to the controller
-            data = wait_until(lambda j=job_id: d if "done" in (d := c.logs(j)["data"]) else None, 20, "logs")
+            data = wait_until(partial(c.output, job_id, "done"), 20, "logs")
             assert data == f"attempt 1 on {','.join(seen[(job_id, '1')])}\ndone\n"
         assert {lease(c, node_id) for node_id in nodes} == {"ready"}
 
@@ -189,7 +194,7 @@ def test_a_cut_link_loses_the_node_requeues_its_jobs_and_fences_the_stale_attemp
         nodes[node_y].cut()
         # the leases run out in real time (suspect after 3 s, lost after 6 s); the spare keeps calling
         for node_id in (node_x, node_y):
-            wait_until(lambda n=node_id: "node_lost" in c.story_codes(n), 30, f"{node_id} to be LOST")
+            wait_until(partial(is_lost, c, node_id), 30, f"{node_id} to be LOST")
             codes = c.story_codes(node_id)
             assert codes.index("node_suspect") < codes.index("node_lost"), codes
             assert lease(c, node_id) == "lost"
@@ -227,13 +232,11 @@ def test_a_cut_link_loses_the_node_requeues_its_jobs_and_fences_the_stale_attemp
         gate.touch()
 
         for job_id in (x, y):
-            job = wait_until(lambda j=job_id: (d := c.job(j))["state"] in ENDED and d, 40, "the job to end")
+            job = wait_until(partial(c.ended, job_id), 40, "the job to end")
             assert job["state"] == "SUCCEEDED" and "attempt 2" in job["reason"], job["reason"]
             assert job["preemptions"] == 1
             assert c.logs(job_id)["attempt"] == 2
-            latest = wait_until(
-                lambda j=job_id: d if "done" in (d := c.logs(j)["data"]) else None, 20, "logs"
-            )
+            latest = wait_until(partial(c.output, job_id, "done"), 20, "logs")
             assert latest.startswith("attempt 2 on GPU-")
         # the stale attempts' output still reached the controller once their machines were back
         first_x = wait_until(lambda: d if "done" in (d := c.logs(x, attempt=1)["data"]) else None, 20, "x:1")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +85,10 @@ def test_ports_are_allocated_bound_reported_and_kept_across_an_agent_restart(
             node = agent(c.url, None, state, "4xH100-80GB").start()
 
             for job_id, ports in ((first, ports_a), (second, ports_b)):
-                job = wait_until(lambda j=job_id: finished(c, j), 60, f"{job_id} to finish")
+                job = wait_until(partial(c.ended, job_id), 60, f"{job_id} to finish")
                 assert job["state"] == "SUCCEEDED", job["reason"]
                 assert job["allocated_ports"] == ports
-                out = wait_until(lambda j=job_id: c.logs(j)["data"] or None, 20, "output")
+                out = wait_until(partial(c.output, job_id), 20, "output")
                 assert out.splitlines().count(f"PORTS {','.join(map(str, ports))}") == 1  # ran once
 
             job = wait_until(lambda: finished(c, plain), 60, "the job without ports")
