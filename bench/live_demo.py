@@ -15,7 +15,9 @@ SQLite database, sampled from minute 3 to minute 7.
     of FLEX work; a FAST job's GPU-hour is one unit on any model, ``domain.contracts.work_rate``) against
     the cheapest eligible $ per work unit, $/GPU-hour / the model's work rate (``cost_ratio_per_work_unit``).
     How many work units the delivered GPU-hours did comes from the jobs' placement histories and the
-    models of their nodes. The demo's FLEX jobs do a fixed amount of work (the built-in market runs it at
+    models of their nodes. ``cost_ratio_per_work_unit_without_idle`` leaves out the spend on idle GPUs
+    (``idle_cost``): what the purchases cost per unit of work, apart from how full they were kept.
+    The demo's FLEX jobs do a fixed amount of work (the built-in market runs it at
     the speed of the GPUs they got), so a faster, dearer GPU pays for itself here when it does.
 
     PYTHONPATH=src python -m bench.live_demo [--seed 0] [--time-scale 60]
@@ -166,6 +168,10 @@ def cost_measures(
     per_work: Decimal | None = None
     if per is not None and held_h > 0 and work > 0:
         per_work = Decimal(str(per)) * held_h / work  # $/GPU-hour / (work units per GPU-hour)
+    # the part of the spend on GPUs that held jobs: what the purchases cost, idle capacity aside
+    busy = None
+    if net is not None and costs.get("idle_cost") is not None and Decimal(str(net)) > 0:
+        busy = (Decimal(str(net)) - Decimal(str(costs["idle_cost"]))) / Decimal(str(net))
     return {
         "cost_per_delivered_gpu_hour": per,
         "cheapest_eligible_per_gpu_hour": None if floor is None else str(floor.quantize(Decimal("0.0001"))),
@@ -177,8 +183,12 @@ def cost_measures(
         if floor_work is None
         else str(floor_work.quantize(Decimal("0.0001"))),
         "cost_ratio_per_work_unit": _ratio(per_work, floor_work),
+        "cost_ratio_per_work_unit_without_idle": _ratio(
+            None if per_work is None or busy is None else per_work * busy, floor_work
+        ),
         "decision_rule_measure": "cost_ratio_per_work_unit",
         "net_cost": net,
+        "idle_cost": costs.get("idle_cost"),
         "job_gpu_hours": str(held_h.quantize(Decimal("0.01"))),
         "job_work_units": str(work.quantize(Decimal("0.01"))),
     }

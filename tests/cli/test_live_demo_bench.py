@@ -66,7 +66,7 @@ def test_a_flex_job_on_the_cheapest_gpu_per_work_unit_costs_one_x_per_work_unit_
     assert float(work) == pytest.approx(8 + 0.5)
     net = Decimal("2.50") * Decimal(8 / H100) + Decimal("1.00") * Decimal("0.5")
     per = (net / gpu_h).quantize(Decimal("0.000001"))
-    costs = {"cost_per_delivered_gpu_hour": str(per), "net_cost": str(net)}
+    costs = {"cost_per_delivered_gpu_hour": str(per), "net_cost": str(net), "idle_cost": str(net / 4)}
     prices = [(T0, OFFERS)]
 
     out = cost_measures(costs, [flex, fast], prices, models, end)
@@ -77,6 +77,7 @@ def test_a_flex_job_on_the_cheapest_gpu_per_work_unit_costs_one_x_per_work_unit_
     assert Decimal(out["cheapest_eligible_per_work_unit"]) == floor_work.quantize(Decimal("0.0001"))
     assert Decimal(out["cost_per_delivered_work_unit"]) == (net / work).quantize(Decimal("0.0001"))
     assert out["cost_ratio_per_work_unit"] == 1.0  # the engine bought the cheapest work
+    assert out["cost_ratio_per_work_unit_without_idle"] == 0.75  # a quarter of the spend was idle GPUs
     assert out["decision_rule_measure"] == "cost_ratio_per_work_unit"
 
 
@@ -88,3 +89,17 @@ def test_open_spans_end_at_the_end_and_unknown_models_count_at_rate_one() -> Non
     assert delivered([job("FLEX", 4, 60, "v", 3600)], {"v": "V100"}, T0)[1] == pytest.approx(
         Decimal(4) * Decimal(repr(V100))
     )
+
+
+def test_demo_work_runs_its_a100_seconds_at_the_speed_of_the_gpu_model_it_got(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scalar.cli.demo_work import main, run_seconds
+
+    assert run_seconds(3600, "H100") == pytest.approx(3600 / H100)
+    assert run_seconds(3600, "V100,A100") == pytest.approx(3600 / V100)  # a mixed host: its first model
+    assert run_seconds(3600, None) == run_seconds(3600, "no-such-gpu") == 3600
+    assert main(["--a100-seconds", "60", "--print"], {"SCALAR_GPU_MODEL": "H100"}) == pytest.approx(60 / H100)
+    assert capsys.readouterr().out == f"{60 / H100:.3f}\n"
+    with pytest.raises(SystemExit):
+        main(["--a100-seconds", "-1", "--print"], {})
