@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow  # real agents running jobs, end to end
 
 PRINT_GPUS = (
     "import os, time; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_DEVICE_ORDER'], "
-    "os.environ.get('GREETING'), flush=True); time.sleep(float(os.environ.get('HOLD', '0')))"
+    "os.environ.get('GREETING'), os.environ.get('SCALAR_GPU_MODEL'), flush=True); "
+    "time.sleep(float(os.environ.get('HOLD', '0')))"
 )
 
 
@@ -84,8 +85,9 @@ def test_jobs_get_their_own_gpus_env_and_logs_that_outlive_the_agent(sqlite_url:
             printed = {}
             for job_id in ids:
                 logs = wait_until(partial(c.output, job_id), 20, "logs")
-                devices, order, greeting = logs.split()
+                devices, order, greeting, model = logs.split()
                 assert order == "PCI_BUS_ID" and greeting == "hello"
+                assert model == "H100"  # $SCALAR_GPU_MODEL: the model of the GPUs it got
                 printed[job_id] = devices.split(",")
                 assert len(printed[job_id]) == jobs[job_id]
             for job_id, uuids in chosen.items():

@@ -68,6 +68,7 @@ def test_the_environment_is_the_allow_list_and_nothing_else_of_the_agent() -> No
         "SCALAR_CONTROLLER_URL": "http://127.0.0.1:8000",
         "SCALAR_PORTS": "4000,4001",
         "PORT": "4000",
+        "SCALAR_GPU_MODEL": "H100",
         "NOT_ALLOWED": "x",  # the agent sets only the allow-listed names
     }
     requested = {"MODEL": "llama", "CUDA_VISIBLE_DEVICES": "0,1,2,3", "HOME": "/work"}
@@ -87,6 +88,7 @@ def test_the_environment_is_the_allow_list_and_nothing_else_of_the_agent() -> No
         "SCALAR_CONTROLLER_URL": "http://127.0.0.1:8000",
         "SCALAR_PORTS": "4000,4001",
         "PORT": "4000",
+        "SCALAR_GPU_MODEL": "H100",
     }
     passed = iso.job_env({}, {}, AGENT_ENV, home="/h", user="u", pass_env=("PYTHONPATH", "UNSET"))
     assert passed["PYTHONPATH"] == "/src" and "UNSET" not in passed

@@ -248,6 +248,50 @@ def test_the_demo_mix_is_seeded_short_interactive_fast_and_long_flex_training_in
     assert sum(1 for w in waits if w >= 6) >= 20 and sum(1 for w in waits if w <= 1) >= 60
 
 
+def test_the_demo_tells_the_market_the_work_of_each_job_it_submits() -> None:
+    """The built-in market runs a demo job's work at the speed of the GPUs it gets (FLEX: its expected
+    duration is A100 time); the demo declares each job's work as it submits it."""
+    from scalar.cli.demo_workload import DemoWorkload
+
+    class Stop:  # lets ``n`` waits pass at once, then stops the workload
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def wait(self, _s: float) -> bool:
+            self.n -= 1
+            return self.n < 0
+
+    class Market:
+        def __init__(self) -> None:
+            self.declared: list[tuple[str, float, str]] = []
+
+        def declare_work(self, job_id: str, reference_s: float, tier: str, _now: object) -> None:
+            self.declared.append((job_id, reference_s, tier))
+
+    class Plane:
+        def __init__(self) -> None:
+            self.market = Market()
+            self.jobs: list[dict[str, Any]] = []
+
+        def clock(self) -> object:
+            return None
+
+        def list_jobs(self, **_kw: object) -> list[dict[str, Any]]:
+            return []
+
+        def submit_job(self, fields: dict[str, Any]) -> dict[str, Any]:
+            self.jobs.append({**fields, "id": f"job-{len(self.jobs)}"})
+            return self.jobs[-1]
+
+    plane = Plane()
+    DemoWorkload(plane, seed=3, time_scale=60.0, stop=Stop(12), say=lambda _t: None).run()  # type: ignore[arg-type]
+    assert len(plane.jobs) == 12
+    assert plane.market.declared == [(j["id"], j["expected_duration_sec"], j["tier"]) for j in plane.jobs]
+    plane.market = None  # type: ignore[assignment]  # a market elsewhere: nothing to declare
+    DemoWorkload(plane, seed=3, time_scale=60.0, stop=Stop(2), say=lambda _t: None).run()  # type: ignore[arg-type]
+    assert len(plane.jobs) == 14
+
+
 def _children(pid: int) -> set[int]:
     found = set()
     for status in Path("/proc").glob("[0-9]*/status"):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from scalar.domain.gpus import relative_throughput
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, OrderState
 from scalar.domain.tier import Tier
 from scalar.providers.base import ProviderError
@@ -97,6 +98,36 @@ def test_a_job_timer_succeeds_after_its_duration(open_market: Open) -> None:
     assert (done.node_id, done.job_id, done.job_succeeded, done.state) == (node, "job-1", True, None)
     assert done.at == start + timedelta(seconds=1800)
     assert done.reason == "job job-1 finished after 30m00s"
+
+
+def test_a_job_with_declared_work_runs_it_at_the_speed_of_the_node_it_got(open_sqlite_market: Open) -> None:
+    market = open_sqlite_market(MarketConfig(seed=1))
+    sfc = market.provider("sfcompute")
+    order = sfc.buy(sfc_request(hours=4), "work", T0)
+    assert order.block is not None and order.block.gpu_model == "H100"
+    node = order.block.node_ids[0]
+    _, cursor = drain(market, T0 + timedelta(minutes=15), provider="sfcompute")
+    start = T0 + timedelta(minutes=15)
+    h100 = relative_throughput("H100")  # 989 / 312 A100 TFLOPS
+    assert h100 > 3
+
+    market.declare_work("flex", 3600.0, "FLEX", T0)  # an A100-hour of batch work
+    market.declare_work("fast", 1200.0, "fast", T0)  # a service: its wall time on any model
+    sfc.start_work(node, "flex", 3600, start)  # the buyer's estimate does not decide the run time
+    sfc.start_work(node, "fast", 1200, start)
+    sfc.start_work(node, "plain", 900, start)  # never declared: runs what it is told
+    sfc.start_work(node, "later", 3000, start)  # declared once running: re-timed from its start
+    market.declare_work("later", 7200.0, "FLEX", start + timedelta(minutes=1))
+
+    events, _ = sfc.events_since(cursor, start + timedelta(hours=2))
+    ended = {e.job_id: e.at - start for e in events if e.job_id}
+    assert all(e.job_succeeded for e in events if e.job_id)
+    assert ended["flex"] == timedelta(seconds=round(3600 / h100, 6))
+    assert ended["later"] == timedelta(seconds=round(7200 / h100, 6))
+    assert ended["fast"] == timedelta(seconds=1200)
+    assert ended["plain"] == timedelta(seconds=900)
+    with pytest.raises(ProviderError, match="finite number"):
+        market.declare_work("bad", float("nan"), "FLEX", start)
 
 
 def test_stopped_work_never_reports(open_sqlite_market: Open) -> None:

@@ -50,6 +50,7 @@ AGENT_SET = (
     "SCALAR_ASSIGNMENT_ID",
     "SCALAR_CONTROLLER_URL",
     "SCALAR_PYTHON",
+    "SCALAR_GPU_MODEL",
 )
 DEFAULT_LANG = "C.UTF-8"
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -122,17 +122,15 @@ class NodeAgent:
     def register(self) -> str:
         """Register with the join token, or, with an identity on disk, resume as that node."""
         o = self.options
-        body: dict[str, Any] = {
-            "version": o.version,
-            "protocol": o.protocol,
-            "facts": facts_mod.gather(
-                self.state_dir,
-                o.fake_gpus,
-                hostname=o.hostname,
-                instance_id=o.instance_id,
-                contract_expires_at=o.contract_expires_at,
-            ),
-        }
+        facts = facts_mod.gather(
+            self.state_dir,
+            o.fake_gpus,
+            hostname=o.hostname,
+            instance_id=o.instance_id,
+            contract_expires_at=o.contract_expires_at,
+        )
+        self.runner.gpu_models = {str(g["uuid"]): str(g["model"]) for g in facts["gpus"] if g.get("model")}
+        body: dict[str, Any] = {"version": o.version, "protocol": o.protocol, "facts": facts}
         if self.node_id and self.node_token:
             body.update(node_id=self.node_id, node_token=self.node_token)
         elif o.join_token:

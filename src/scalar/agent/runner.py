@@ -94,6 +94,8 @@ class Runner:
         # the agent's environment: only what ``isolation.job_env`` lets through reaches a job
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.entries: dict[str, Entry] = {}
+        # each GPU's model by UUID, from the host's facts (the node agent sets it at registration)
+        self.gpu_models: dict[str, str] = {}
         self._children: list[subprocess.Popen[bytes]] = []
         self._load()
 
@@ -203,6 +205,9 @@ class Runner:
             **{k: self.base_env[k] for k in ("SCALAR_CONTROLLER_URL", "SCALAR_PYTHON") if k in self.base_env},
             **vram_env(assignment),
         }
+        models = ",".join(dict.fromkeys(self.gpu_models[u] for u in uuids if u in self.gpu_models))
+        if models:  # the model of its GPUs (a mixed host's joined by commas): fixed work can pace itself
+            agent_set["SCALAR_GPU_MODEL"] = models
         ports: list[int] = []
         error: str | None = None
         wanted = int(assignment.get("port_count") or 0)

@@ -12,6 +12,15 @@ Jobs arrive in **bursts** (a team starting work, a sweep launched at once): a bu
 of a second apart, then a quiet gap of 6-20 s of wall time. Everything is drawn from one
 ``random.Random`` seeded with ``scalar-demo:<seed>``, so a seed gives the same jobs in the same order.
 Durations are in market time, divided by the time scale (``--time-scale 60``: one market hour is a minute).
+
+**Work, not wall time.** A job's ``expected_duration_sec`` means what the engine takes it to mean
+(``domain.contracts``): for a FLEX job, its work in seconds on the reference GPU (the A100,
+``domain.gpus.relative_throughput`` = 1); for a FAST job, its wall time on any model. The demo tells the
+built-in market each job's work as it submits it (``BuiltinMarket.declare_work``), and the market runs a
+FLEX job for ``work / relative throughput`` of the GPUs it got: an A100-hour of training takes 19 market
+minutes on an H100 and two and a half hours on a V100, as in Protocol B's simulated jobs. The demo's jobs
+carry no command (a job with a command runs only where a node agent runs, and the built-in market's nodes
+run none), so the market, the demo's world, runs them.
 """
 
 from __future__ import annotations
@@ -108,6 +117,23 @@ class DemoWorkload(threading.Thread):
         self.say = say
         self.submitted = 0
 
+    def declare_work(self, job_id: str, fields: dict[str, Any]) -> None:
+        """Tell the built-in market (the demo's world) the work the job does: its expected duration, read
+        as the engine reads it (reference-model seconds for FLEX, wall seconds for FAST), so a FLEX job
+        runs that work at the speed of the GPUs it gets. Without a built-in market, nothing to tell."""
+        market = getattr(self.control_plane, "market", None)
+        if market is None:
+            return
+        try:
+            market.declare_work(
+                job_id,
+                float(fields["expected_duration_sec"]),
+                str(fields["tier"]),
+                self.control_plane.clock(),
+            )
+        except Exception:  # the job runs anyway, for its expected duration on any model
+            log.exception("demo workload: telling the market the work of %s failed", job_id)
+
     def run(self) -> None:
         from scalar.runtime import JobRejectedError
 
@@ -118,8 +144,9 @@ class DemoWorkload(threading.Thread):
                 waiting = self.control_plane.list_jobs(state="PENDING", limit=DEMO_MAX_PENDING)
                 if len(waiting) >= DEMO_MAX_PENDING:
                     continue
-                self.control_plane.submit_job(fields)
+                job = self.control_plane.submit_job(fields)
                 self.submitted += 1
+                self.declare_work(str(job["id"]), fields)
             except JobRejectedError as exc:
                 self.say(f"demo: {fields['name']} refused: {exc}")
             except Exception:

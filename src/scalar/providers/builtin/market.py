@@ -10,6 +10,7 @@ the latest time seen).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,11 +18,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, exists, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, exists, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from scalar.domain.contracts import work_rate
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, SaleFill
 from scalar.domain.offers import SFCOMPUTE, Offer
+from scalar.domain.tier import Tier
 from scalar.providers.base import Book, Provider, ProviderError
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import US_PER_HOUR, US_PER_S, describe_duration, market_hour_us, to_us
@@ -355,11 +358,44 @@ class BuiltinMarket:
         return rows[0]
 
     @_database_errors
+    def declare_work(self, job_id: str, reference_s: float, tier: str, now: datetime) -> None:
+        """Say how much work ``job_id`` does: ``reference_s`` seconds on the reference GPU model (the A100,
+        ``domain.gpus.relative_throughput`` = 1), for a job of ``tier``. The market then runs it, on a node
+        of model ``m``, for ``reference_s / work_rate(m, tier)`` (``domain.contracts.work_rate``: FLEX work
+        runs at the model's throughput, a FAST job holds its GPU for its wall time), whatever duration the
+        buyer's ``start_work`` says: as a real job would, and as Protocol B's simulated jobs do. Whoever plays
+        the job's user declares it (``scalar up --demo``'s workload); a job never declared runs for the
+        duration it is started with. A job already running is re-timed from its start (ending now at the
+        earliest). Declaring again replaces the declaration."""
+        if not (reference_s >= 0 and math.isfinite(reference_s)):
+            raise ProviderError(
+                MARKET, f"reference_s must be a finite number >= 0, got {reference_s}", retryable=False
+            )
+        tier = Tier.parse(tier).value
+        with self._at(now, MARKET) as (conn, at_us):
+            conn.execute(delete(schema.job_work).where(schema.job_work.c.job_id == job_id))
+            conn.execute(insert(schema.job_work).values(job_id=job_id, reference_s=reference_s, tier=tier))
+            running = conn.execute(
+                select(schema.work.c.id, schema.work.c.started_us, schema.blocks.c.gpu_model)
+                .join(schema.nodes, schema.nodes.c.node_id == schema.work.c.node_id)
+                .join(schema.blocks, schema.blocks.c.block_id == schema.nodes.c.block_id)
+                .where(schema.work.c.job_id == job_id, schema.work.c.ended_us.is_(None))
+            ).all()
+            for row in running:
+                run_s = reference_s / work_rate(row.gpu_model, Tier(tier))
+                conn.execute(
+                    update(schema.work)
+                    .where(schema.work.c.id == row.id)
+                    .values(finish_us=max(at_us, row.started_us + round(run_s * US_PER_S)))
+                )
+
+    @_database_errors
     def start_work(
         self, node_id: str, job_id: str, expected_duration_s: int, now: datetime, provider: str | None = None
     ) -> None:
         """Run ``job_id`` on a READY node on a timer: it succeeds ``expected_duration_s`` later unless the
-        node stops first. Starting the same job on the same node again is a no-op."""
+        node stops first (a job whose work was declared, ``declare_work``: its work at the node's speed).
+        Starting the same job on the same node again is a no-op."""
         name = provider or MARKET
         if expected_duration_s < 0:
             raise ProviderError(
@@ -382,12 +418,16 @@ class BuiltinMarket:
                     f"node {node_id} is {node.state}, not ready: start work once it reports READY",
                     retryable=False,
                 )
+            run_us = expected_duration_s * US_PER_S
+            declared = conn.execute(select(schema.job_work).where(schema.job_work.c.job_id == job_id)).first()
+            if declared is not None:
+                model = conn.execute(
+                    select(schema.blocks.c.gpu_model).where(schema.blocks.c.block_id == node.block_id)
+                ).scalar()
+                run_us = round(declared.reference_s / work_rate(model, Tier(declared.tier)) * US_PER_S)
             conn.execute(
                 insert(schema.work).values(
-                    node_id=node_id,
-                    job_id=job_id,
-                    started_us=at_us,
-                    finish_us=at_us + expected_duration_s * US_PER_S,
+                    node_id=node_id, job_id=job_id, started_us=at_us, finish_us=at_us + run_us
                 )
             )
 

@@ -114,6 +114,16 @@ work = Table(
     Index("ix_market_work_open_finish", "ended_us", "finish_us"),
 )
 
+# The work a job does, declared by whoever plays its user (``BuiltinMarket.declare_work``): the market runs
+# it for ``reference_s / work_rate(model, tier)`` on a node of ``model`` instead of the duration it is told.
+job_work = Table(
+    "market_job_work",
+    market_metadata,
+    Column("job_id", String(200), primary_key=True),
+    Column("reference_s", Float, nullable=False),
+    Column("tier", String(10), nullable=False),
+)
+
 fills = Table(
     "market_fills",
     market_metadata,
