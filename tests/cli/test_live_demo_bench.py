@@ -59,7 +59,7 @@ def test_a_flex_job_on_the_cheapest_gpu_per_work_unit_costs_one_x_per_work_unit_
     # An A100-hour of 8-GPU FLEX work on an H100 node (done in 1/3.17 h), half an hour of FAST on a V100.
     flex = job("FLEX", 8, 3600, "h", 3600 / H100)
     fast = job("FAST", 1, 1800, "v", 1800)
-    models = {"h": "H100", "v": "V100"}
+    models: dict[str, str | None] = {"h": "H100", "v": "V100"}
     end = T0 + timedelta(hours=1)
     gpu_h, work = delivered([flex, fast], models, end)
     assert float(gpu_h) == pytest.approx(8 / H100 + 0.5)
