@@ -14,6 +14,7 @@ from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobRejectedError, JobService
 from scalar.runtime.plane.market import MarketService
+from scalar.wire.providers import ProviderStatusOut
 from tests.runtime.helpers import Clock, job, settings_for
 
 
@@ -71,7 +72,7 @@ def test_market_reads_the_built_in_market_of_the_core(core: PlaneCore) -> None:
     assert offers and {o["gpu_model"] for o in offers} == {"V100"}
     prices = [o["price_per_gpu_hour"] for o in offers]
     assert prices == sorted(prices)
-    assert {p["name"] for p in market.provider_status()} >= {"sfcompute", "prime"}
+    assert {p.name for p in market.provider_status()} >= {"sfcompute", "prime"}
     with pytest.raises(KeyError):
         market.orderbook("9xZ999", 1)
 
@@ -98,3 +99,12 @@ def test_the_facade_hands_out_one_core_to_every_concern(sqlite_url: str, tmp_pat
     finally:
         plane.stop()
     assert plane.store is None and plane.core.leader is None
+
+
+def test_the_provider_status_model_declares_every_field_the_runtime_fills(core: PlaneCore) -> None:
+    """``ProviderStatusOut`` is the one declaration of a provider state's fields: a key the runtime adds to
+    ``ProviderStatus.to_dict`` without declaring it there would be dropped from every surface."""
+    statuses = core.live_prices().statuses()
+    assert statuses
+    for status in statuses:
+        assert list(status.to_dict()) == list(ProviderStatusOut.model_fields)

@@ -45,6 +45,7 @@ from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.providers import ProviderStatusOut
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -310,7 +311,7 @@ class ControlPlane:
     ) -> list[dict[str, Any]]:
         return self.market_service.prices(gpu_model, provider, spot, sort, descending, source)
 
-    def provider_status(self) -> list[dict[str, Any]]:
+    def provider_status(self) -> list[ProviderStatusOut]:
         return self.market_service.provider_status()
 
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:

@@ -25,6 +25,7 @@ from scalar.runtime.market_view import (
 )
 from scalar.runtime.plane.core import PlaneCore
 from scalar.wire.orderbook import build_orderbook_response
+from scalar.wire.providers import ProviderStatusOut
 
 log = logging.getLogger("scalar.runtime.service")  # the logger these calls have always used
 
@@ -82,9 +83,10 @@ class MarketService:
         )
         return [offer_row(i) for i in sort_offers(kept, sort, descending)]
 
-    def provider_status(self) -> list[dict[str, Any]]:
-        """Each real provider: enabled (or why not), state, last successful fetch, offers, last error."""
-        return [s.to_dict() for s in self._core.live_prices().statuses()]
+    def provider_status(self) -> list[ProviderStatusOut]:
+        """Each real provider: enabled (or why not), state, last successful fetch, offers, last error (the
+        model ``GET /providers``, ``scalar providers`` and the dashboard share: ``wire/providers.py``)."""
+        return [ProviderStatusOut.model_validate(s.to_dict()) for s in self._core.live_prices().statuses()]
 
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
         """Seed 002's placement over every offer; ``NoSuitableInstanceError`` (with counts) when none fits."""
