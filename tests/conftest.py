@@ -29,6 +29,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 CliResult = subprocess.CompletedProcess[str]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--snapshot-update",
+        action="store_true",
+        default=False,
+        help="Rewrite the snapshot files of tests/snapshots from the current code (tests/snapshots/conftest.py).",
+    )
+
+
 @pytest.fixture
 def run_cli() -> Callable[..., CliResult]:
     """Run ``scalar ARGS...`` as a real process and return its completed result (text stdout/stderr);

@@ -148,7 +148,7 @@ def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(
     plane: ControlPlane, clock: Clock, db_url: str, tmp_path: Path
 ) -> None:
     plane.run_once()  # leads; its first step observes the market and stores the offers it now holds
-    leader = plane._leader
+    leader = plane.core.leader
     assert leader is not None and leader.controller is not None
     held = leader.controller.offers()
     assert held
@@ -160,9 +160,9 @@ def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(
     replica = ControlPlane(settings_for(db_url, tmp_path), clock=clock)  # opened only: no loops, no lease
     replica.open()
     try:
-        assert replica._leader is not None and replica._leader.controller is None
-        assert replica._validation_offers(clock()) == held[:1]
-        replica._offers_cache = None
+        assert replica.core.leader is not None and replica.core.leader.controller is None
+        assert replica.job_service._validation_offers(clock()) == held[:1]
+        replica.job_service._offers_cache = None
         with plane.store.write() as tx:
             tx.put_state(PUBLISHED_OFFERS, encode_offers(held, clock()))
         accepted = replica.submit_job({"tier": "FAST", "gpu_count": 2, "expected_duration_sec": 60})

@@ -70,10 +70,10 @@ def test_exactly_one_acts_and_the_standby_takes_over_after_the_ttl(world: Any, d
     assert {result.jobs[i] for i in ids + more} == {"SUCCEEDED"}
 
     # a wakes up: it may not write under its old epoch, and it steps down.
-    assert a._leader.controller is not None  # type: ignore[union-attr]  # still believes it leads
+    assert a.core.leader.controller is not None  # type: ignore[union-attr]  # still believes it leads
     with pytest.raises(NotLeaderError):
-        a._leader.tick(clock.now)  # type: ignore[union-attr]
-    assert a._leader.controller is None and not a.is_leader  # type: ignore[union-attr]
+        a.core.leader.tick(clock.now)  # type: ignore[union-attr]
+    assert a.core.leader.controller is None and not a.is_leader  # type: ignore[union-attr]
     a.run_once()
     assert not a.is_leader and b.is_leader
 
@@ -139,7 +139,7 @@ def test_a_leader_replaying_a_long_log_keeps_its_lease(
         replaying.open()
         standby.open()
         monkeypatch.setattr(leader_module, "event_from_dict", slow_decode)
-        assert replaying._leader.acquire(clock.now)  # type: ignore[union-attr]  # acquire, then replay
+        assert replaying.core.leader.acquire(clock.now)  # type: ignore[union-attr]  # acquire, then replay
         monkeypatch.setattr(leader_module, "event_from_dict", real)
         assert len(standby_led) > 30 and not any(standby_led)  # well past the 10 s TTL, never taken over
         replaying.run_once()

@@ -380,8 +380,8 @@ def test_live_prices_carry_the_catalog_anomaly_flags(control_plane: ControlPlane
     flagged = [r for r in rows if r["flags"]]
     assert all(r["source"] == "live" and {"code", "action", "message"} <= set(r["flags"][0]) for r in flagged)
     untrusted = {(r["provider"], r["instance_type"], r["spot"]) for r in rows if not r["trusted"]}
-    statuses = {s["name"]: s for s in control_plane.provider_status()}
-    assert sum(s["untrusted_count"] for s in statuses.values()) == len(untrusted)
+    statuses = {s.name: s for s in control_plane.provider_status()}
+    assert sum(s.untrusted_count for s in statuses.values()) == len(untrusted)
     decision = control_plane.quote(WorkloadRequirements(gpu_count=1, max_interruption_rate=1.0))
     picked = [decision, *decision["alternatives"]]
     assert not any((p["provider"], p["instanceType"], p["spot"]) in untrusted for p in picked if "spot" in p)

@@ -31,7 +31,7 @@ def _wait_for(check: Any, what: str, timeout_s: float = 60.0) -> Any:
 def test_healthz_says_starting_until_the_first_step_has_run(db_url: str, tmp_path: Path) -> None:
     plane = ControlPlane(settings_for(db_url, tmp_path, holder="first"))
     plane.open()
-    leader = plane._leader
+    leader = plane.core.leader
     assert leader is not None
     gate, entered = threading.Event(), threading.Event()
     tick = leader.tick

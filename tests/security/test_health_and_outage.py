@@ -132,7 +132,7 @@ def test_no_leader_for_longer_than_the_lease_is_degraded(secured_sqlite: Secured
 
 def test_a_control_plane_still_opening_is_starting(tmp_path: Path) -> None:
     cp = ControlPlane(settings_for(f"sqlite:///{tmp_path / 's.db'}", tmp_path), clock=Clock())
-    with cp._open_lock:  # another thread is opening (migrating) the database
+    with cp.core.open_lock:  # another thread is opening (migrating) the database
         health = cp.health()
     assert (health["status"], health["problem"]) == ("starting", "not-open")
     cp.open()

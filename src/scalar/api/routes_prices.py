@@ -14,6 +14,7 @@ from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.arbitrage import NoSuitableInstanceError, WorkloadRequirements
 from scalar.domain.errors import InvalidSpecError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
+from scalar.wire.providers import ProvidersOut, ProviderStatusOut
 from scalar.wire.quote import RequirementsFile
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
@@ -32,7 +33,7 @@ class PricesPort(Protocol):
         source: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
-    def provider_status(self) -> list[dict[str, Any]]: ...
+    def provider_status(self) -> list[ProviderStatusOut]: ...
 
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]: ...
 
@@ -86,11 +87,15 @@ def prices_router(control_plane: PricesPort) -> APIRouter:
         rows = control_plane.prices(gpu_model, provider, spot, sort, descending, source)
         return {"count": len(rows), "offers": rows}
 
-    @router.get("/providers", summary="Each real provider's state, last fetch, offer count and last error")
-    def providers() -> dict[str, Any]:
+    @router.get(
+        "/providers",
+        response_model=ProvidersOut,
+        summary="Each real provider's state, last fetch, offer count and last error",
+    )
+    def providers() -> ProvidersOut:
         """``state`` is ok, stale (the last fetch failed or is old: its last good offers are kept), error
         (never fetched successfully), disabled (with ``disabled_reason``) or pending (first fetch running)."""
-        return {"providers": control_plane.provider_status()}
+        return ProvidersOut(providers=control_plane.provider_status())
 
     @router.post(
         "/quote",

@@ -8,6 +8,7 @@ from scalar.cli.errors import user_errors
 from scalar.cli.jobs import server_option
 from scalar.cli.output import Col, make_table, print_json, show, when, wide_option
 from scalar.cli.prices import age_text, call_prices
+from scalar.wire.providers import ProvidersOut
 
 COLUMNS = [
     Col("provider", "key"),
@@ -38,20 +39,17 @@ def register(app: typer.Typer) -> None:
             print_json(body)
             return
         rows = []
-        for p in body["providers"]:
-            error = p.get("last_error")
-            if p["state"] == "disabled":
-                error = p.get("disabled_reason")
+        for p in ProvidersOut.model_validate(body).providers:
             rows.append(
                 [
-                    p["name"],
-                    p["state"],
-                    p.get("sells"),
-                    when(p.get("last_success_at")),
-                    age_text(p.get("age_s")),
-                    p.get("offer_count") if p["enabled"] else None,
-                    p.get("anomaly_count") if p["enabled"] else None,
-                    error,
+                    p.name,
+                    p.state,
+                    p.sells,
+                    when(p.last_success_at),
+                    age_text(p.age_s),
+                    p.offer_count if p.enabled else None,
+                    p.anomaly_count if p.enabled else None,
+                    p.disabled_reason if p.state == "disabled" else p.last_error,
                 ]
             )
         show(make_table(COLUMNS, rows, title="Real providers (live prices)", wide=wide))

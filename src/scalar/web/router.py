@@ -91,7 +91,7 @@ def dashboard_router() -> APIRouter:
             poll_ms=SLOW_POLL_MS,
             health=health.body if isinstance(health.body, dict) else {},
             health_ok=health.ok,
-            providers=providers.json().get("providers", []),
+            providers=views.provider_states(providers.json()),
             providers_problem=_unavailable(providers, "provider state"),
             counts=views.ordered_counts(by_state),
             job_total=sum(by_state.values()),
@@ -223,7 +223,7 @@ def dashboard_router() -> APIRouter:
             sort_urls=views.sort_urls(filters),
             offers=views.price_rows(offers),
             offer_total=len(offers),
-            providers=providers.json().get("providers", []),
+            providers=views.provider_states(providers.json()),
             problem=answer.problem(),
         )
 

@@ -1,4 +1,5 @@
-"""What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out).
+"""What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
+provider states as their model, ``wire/providers.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -11,8 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from pydantic import ValidationError
+
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, parse_time, seconds_between
+from scalar.wire.providers import ProvidersOut, ProviderStatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -143,6 +147,17 @@ def slice_badges(counts: Any) -> list[tuple[str, int]]:
     known = [(s, int(number(counts.get(s)) or 0)) for s in SLICE_STATES]
     extra = [(str(k), int(number(v) or 0)) for k, v in counts.items() if k not in SLICE_STATES]
     return known + [e for e in extra if e[1]]
+
+
+def provider_states(body: dict[str, Any]) -> list[ProviderStatusOut]:
+    """``GET /providers``'s answer as its model (``wire/providers.py``); none when there is no answer or it
+    is not one (an older server: the page then shows its empty state)."""
+    if not body:
+        return []
+    try:
+        return ProvidersOut.model_validate(body).providers
+    except ValidationError:
+        return []
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,57 @@
+"""``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
+when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
+the metrics snapshot and the one-call status. The views themselves are built in ``runtime/views.py`` and
+``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scalar.runtime import views_market
+from scalar.runtime.plane.core import PlaneCore
+from scalar.runtime.views import ClusterViews
+
+
+class ClusterService:
+    """The cluster views of one control-plane process, over its ``PlaneCore``."""
+
+    def __init__(self, core: PlaneCore) -> None:
+        self._core = core
+
+    def views(self) -> ClusterViews:
+        store, leader = self._core.opened()
+        return ClusterViews(store, leader, self._core.settings, self._core.clock)
+
+    def explain(self, job_id: str) -> dict[str, Any] | None:
+        return self.views().explain(job_id)
+
+    def nodes(
+        self,
+        include_gone: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self.views().nodes(include_gone, limit, after, descending)
+
+    def blocks(
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        descending: bool = False,
+    ) -> dict[str, Any]:
+        return self.views().blocks(status, limit, after, descending)
+
+    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
+        return views_market.autoscaler_status(self.views(), all_groups)
+
+    def costs(self, points: int = 24) -> dict[str, Any]:
+        return views_market.costs(self.views(), points)
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        return views_market.metrics_snapshot(self.views())
+
+    def status(self) -> dict[str, Any]:
+        return views_market.status_summary(self.views(), self._core.health())
