@@ -99,7 +99,7 @@ class _FrozenDatetime(dt.datetime):
     frozen: dt.datetime
 
     @classmethod
-    def now(cls, tz: dt.tzinfo | None = None) -> Any:  # type: ignore[override]
+    def now(cls, tz: dt.tzinfo | None = None) -> Any:
         return cls.frozen if tz is None else cls.frozen.astimezone(tz)
 
 
