@@ -32,6 +32,7 @@ The procurement policy is the config's (``ControllerConfig.procurement``), the s
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -50,6 +51,7 @@ from scalar.domain.reasons import Reason
 from scalar.domain.routing import route_demand
 from scalar.domain.routing_model import RoutedCode, RoutingDecision
 from scalar.domain.tier import Tier
+from scalar.engine import pending_index
 from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
 from scalar.engine.buying import NO_PRICE, purchase_step
 from scalar.engine.config import ControllerConfig
@@ -172,7 +174,64 @@ class Demand:
 
 def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes) -> Demand:
     """The pending jobs to route this pass; FLEX jobs still batching and command jobs with no agent
-    provider are held back (told why in ``out``)."""
+    provider are held back (told why in ``out``). Only the first ``max_demand_entries`` of the queue are
+    routed: the queue is read from the pending index (engine/pending_index.py), merged per shape, and only
+    as far as those entries (all of the FLEX and command jobs, when they are held back)."""
+    if not pending_index.USE_INDEX:
+        return _demand_step_full(state, config, now, out)
+    index = state.pending_index
+    jobs = state.jobs
+    shapes = list(index.queues)
+    flex_shapes = [s for s in shapes if s[0] is Tier.FLEX]
+    if flex_shapes:
+        flex = [jobs[j] for j in index.ordered(flex_shapes)]
+        verdict = _flex_released(config, flex, now)
+        if verdict.code == FLEX_WAITING:
+            for rec in flex:
+                out.decide(rec.spec.job_id, held(verdict))
+            out.unmet.append(
+                UnmetDemandView(tuple(r.spec.job_id for r in flex), FLEX_WAITING, verdict.message)
+            )
+            shapes = [s for s in shapes if s[0] is not Tier.FLEX]
+    if not config.agent_providers:
+        command_shapes = [s for s in shapes if s[8]]
+        if command_shapes:
+            _hold_commands(state, [jobs[j] for j in index.ordered(command_shapes)], out)
+            shapes = [s for s in shapes if not s[8]]
+    queue = [jobs[j] for j in itertools.islice(index.ordered(shapes), config.max_demand_entries)]
+    return _demand(queue)
+
+
+def _hold_commands(state: ClusterState, commands: list[JobRecord], out: Outcomes) -> None:
+    """A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent, so
+    buying for it would buy capacity it can never use (issue 9)."""
+    for rec in commands:
+        placement = state.placement_of(rec)
+        why = placement.message if placement is not None else "no agent-backed node has room"
+        out.decide(
+            rec.spec.job_id,
+            held(Reason(NEEDS_AGENT_NODE, f"waits for a node with a Scalar agent: {why}")),
+        )
+    if commands:
+        out.unmet.append(
+            UnmetDemandView(tuple(r.spec.job_id for r in commands), NEEDS_AGENT_NODE, "needs an agent node")
+        )
+
+
+def _demand(queue: list[JobRecord]) -> Demand:
+    gpus: dict[Tier, int] = {}
+    cpu_ram: dict[Tier, tuple[float, float]] = {}
+    for rec in queue:
+        if rec.job is not None:
+            t = rec.job.tier
+            gpus[t] = gpus.get(t, 0) + rec.job.gpu_count
+            cpu, ram = cpu_ram.get(t, (0.0, 0.0))
+            cpu_ram[t] = (cpu + rec.job.cpu_cores, ram + rec.job.ram_gb)
+    return Demand(tuple(queue), gpus, cpu_ram)
+
+
+def _demand_step_full(state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes) -> Demand:
+    """The reference demand step: every pending job sorted into queue order."""
     records = [state.jobs[j] for j in state.pending_ids]
     jobs = order_pending([r.job for r in records if r.job is not None])
     by_id = {r.spec.job_id: r for r in records}
@@ -188,32 +247,9 @@ def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, ou
             )
             queue = [r for r in queue if r.job is not None and r.job.tier is not Tier.FLEX]
     if not config.agent_providers:
-        # A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent,
-        # so buying for it would buy capacity it can never use (issue 9).
-        commands = [r for r in queue if r.spec.command]
-        for rec in commands:
-            why = rec.placement.message if rec.placement is not None else "no agent-backed node has room"
-            out.decide(
-                rec.spec.job_id,
-                held(Reason(NEEDS_AGENT_NODE, f"waits for a node with a Scalar agent: {why}")),
-            )
-        if commands:
-            out.unmet.append(
-                UnmetDemandView(
-                    tuple(r.spec.job_id for r in commands), NEEDS_AGENT_NODE, "needs an agent node"
-                )
-            )
-            queue = [r for r in queue if not r.spec.command]
-    queue = queue[: config.max_demand_entries]
-    gpus: dict[Tier, int] = {}
-    cpu_ram: dict[Tier, tuple[float, float]] = {}
-    for rec in queue:
-        if rec.job is not None:
-            t = rec.job.tier
-            gpus[t] = gpus.get(t, 0) + rec.job.gpu_count
-            cpu, ram = cpu_ram.get(t, (0.0, 0.0))
-            cpu_ram[t] = (cpu + rec.job.cpu_cores, ram + rec.job.ram_gb)
-    return Demand(tuple(queue), gpus, cpu_ram)
+        _hold_commands(state, [r for r in queue if r.spec.command], out)
+        queue = [r for r in queue if not r.spec.command]
+    return _demand(queue[: config.max_demand_entries])
 
 
 def eligibility_step(

@@ -348,9 +348,10 @@ def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
         lines.append(f"{rec.state.value}: {rec.reason.message}")
     if position is not None:
         lines.append(f"queue position {position} of {len(waiting)} pending jobs")
-    if rec.placement is not None:
-        lines.append(f"placement: {rec.placement.message}")
-        lines += [f"  {c.count} x {c.code} (e.g. {c.example})" for c in rec.placement.rejections]
+    placement = state.placement_of(rec)
+    if placement is not None:
+        lines.append(f"placement: {placement.message}")
+        lines += [f"  {c.count} x {c.code} (e.g. {c.example})" for c in placement.rejections]
     if rec.routing is not None and rec.state is JobState.PENDING:
         lines.append(f"routing: {rec.routing.message}")
     if order is not None:
@@ -360,7 +361,7 @@ def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
         job_id=job_id,
         state=rec.state,
         reason=rec.reason,
-        placement=rec.placement,
+        placement=placement,
         routing=rec.routing,
         routing_group=rec.routing_group,
         purchase=order_view(order) if order is not None else None,

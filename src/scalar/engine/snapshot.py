@@ -197,6 +197,7 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
         k: None for k, j in s.jobs.items() if j.job is not None and j.job.restartable and j.parts
     }
     s.shapes = _unwindow(data.get("shapes"))
+    s.rebuild_pending_index()
     arrived = data.get("arrived_jobs", [])
     if not isinstance(arrived, list):
         raise CodecError("arrived_jobs", "expected a list of [time, job] pairs")
