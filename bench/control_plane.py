@@ -377,11 +377,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--engine-only",
         action="store_true",
-        help="only the engine at 1,000 nodes and 100,000 jobs (idle tick gated and forced), nothing written",
+        help="only the engine (default 1,000 nodes, 100,000 jobs; idle tick gated and forced), nothing written",
     )
+    parser.add_argument("--nodes", type=int, default=1_000, help="with --engine-only: READY 8-GPU nodes")
+    parser.add_argument("--jobs", type=int, default=100_000, help="with --engine-only: pending jobs")
+    parser.add_argument("--steady-steps", type=int, default=10, help="with --engine-only: steady steps")
     args = parser.parse_args(argv)
     if args.engine_only:
-        print(engine_run(1_000, 100_000, steady_steps=10), flush=True)
+        print(engine_run(args.nodes, args.jobs, steady_steps=args.steady_steps), flush=True)
         return
     cached = CACHE_DIR / f"control_plane-{code_version()}.json"
     if not args.quick and not args.no_cache and cached.exists():
