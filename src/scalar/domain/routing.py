@@ -305,15 +305,28 @@ def route_demand(
     outcomes: dict[int, _Routed | Reason] = {}
     verdicts = _ShapeVerdicts(memo=memo)
 
+    # With the memo: an entry shape left unmet while no plan changed since (the plans' versions only grow,
+    # so their sum moves with any change) is left unmet again for the same reason: every step of its
+    # routing reads only the plans and the entry's shape (and a gang's id, in the reason's text).
+    unmet: dict[tuple[object, ...], tuple[int, Reason]] = {}
     for index, entry in enumerate(demand_entries):
         if entry.invalid_reason is not None:
             outcomes[index] = entry.invalid_reason
             continue
+        key: tuple[object, ...] | None = None
+        if memo:
+            key = (_shape_key(entry), entry.coschedule_group_id)
+            seen = unmet.get(key)
+            if seen is not None and seen[0] == sum(p.version for p in plans.values()):
+                outcomes[index] = seen[1]
+                continue
         unit = PackUnit.of(index, entry)
         routed = _route_to_pending(plans, ordered, entry, unit, verdicts) or _route_by_priority(
             plans, ordered, entry, unit, verdicts
         )
         outcomes[index] = routed
+        if key is not None and isinstance(routed, Reason):
+            unmet[key] = (sum(p.version for p in plans.values()), routed)
 
     for plan in plans.values():
         _final_repack(plan)
