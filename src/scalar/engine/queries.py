@@ -16,6 +16,7 @@ from scalar.domain.packing_model import order_pending
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
+from scalar.engine import pending_index
 from scalar.engine.actions import Action, WorkPlacement
 from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of
 from scalar.engine.groups import availability_of
@@ -332,6 +333,9 @@ def group_view(state: ClusterState, rec: GroupRecord, tally: dict[str, int]) -> 
 
 
 def queue(state: ClusterState) -> list[str]:
+    """The pending jobs in queue order (merged from the pending index's per-shape queues)."""
+    if pending_index.USE_INDEX:
+        return list(state.pending_index.ordered())
     jobs = [state.jobs[j].job for j in state.pending_ids]
     return [job.id for job in order_pending([j for j in jobs if j is not None])]
 
