@@ -49,7 +49,7 @@ from scalar.domain.procurement import (
 )
 from scalar.domain.reasons import Reason
 from scalar.domain.routing import route_demand
-from scalar.domain.routing_model import RoutedCode, RoutingDecision
+from scalar.domain.routing_model import DemandEntry, RoutedCode, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine import pending_index
 from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
@@ -339,7 +339,7 @@ def routing_step(
             if k is not None:
                 gang_sizes.setdefault(base, set()).add(k)
     groups = routing_groups(state, now, gang_sizes)
-    entries = [demand_entry(rec.job, where) for rec, where in demand if rec.job is not None]
+    entries = _entries(state, demand, config.routing_memo)
     try:
         decision = route_demand(groups, entries, now, memo=config.routing_memo)
     except DomainError as err:
@@ -348,22 +348,24 @@ def routing_step(
         out.unmet_jobs([rec for rec, _ in demand], reason)
         return None
     new_demand: dict[str, list[JobRecord]] = {}
+    cannot: dict[int, Reason] = {}
     for d in decision.entry_decisions:
         rec = demand[d.entry_index][0]
         job_id = rec.spec.job_id
         routing = Reason(
             d.reason.code, d.explanation, d.reason.resource, d.reason.need, d.reason.have, d.reason.limit
         )
-        out.decide(job_id, JobOutcome(routing=routing, routing_group=d.group))
         if d.group is None:
             out.unmet.append(UnmetDemandView((job_id,), d.reason.code, d.explanation))
-            out.decide(
-                job_id,
-                JobOutcome(
-                    reason=Reason(d.reason.code, f"cannot buy capacity for it now: {d.reason.message}")
-                ),
-            )
-        elif d.reason.code == RoutedCode.IN_FLIGHT_CAPACITY.value:
+            why = cannot.get(id(d.reason))  # entries of one shape share their unmet reason
+            if why is None:
+                why = cannot[id(d.reason)] = Reason(
+                    d.reason.code, f"cannot buy capacity for it now: {d.reason.message}"
+                )
+            out.decide(job_id, JobOutcome(routing=routing, routing_group=None, reason=why))
+            continue
+        out.decide(job_id, JobOutcome(routing=routing, routing_group=d.group))
+        if d.reason.code == RoutedCode.IN_FLIGHT_CAPACITY.value:
             key = _open_order(state, d.group)
             waits_for = rec.order_key
             if key is not None:
@@ -382,6 +384,28 @@ def routing_step(
         else:
             new_demand.setdefault(d.group, []).append(rec)
     return Routed(decision, new_demand)
+
+
+def _entries(
+    state: ClusterState, demand: list[tuple[JobRecord, Eligibility]], reuse: bool
+) -> list[DemandEntry]:
+    """Each job's routing entry, kept from the last pass while its eligible views are the same (an entry is
+    a function of the job, which never changes, and of its views and gang size); built afresh when not
+    ``reuse`` (the reference path, ``routing_memo = False``)."""
+    last = state.demand_entries if reuse else {}
+    kept: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
+    entries: list[DemandEntry] = []
+    for rec, where in demand:
+        job = rec.job
+        if job is None:
+            continue
+        hit = last.get(job.id)
+        if hit is None or hit[0] != where.views or hit[1] != where.gang:
+            hit = (where.views, where.gang, demand_entry(job, where))
+        kept[job.id] = hit
+        entries.append(hit[2])
+    state.demand_entries = kept
+    return entries
 
 
 def _open_order(state: ClusterState, view: str) -> str | None:

@@ -21,7 +21,7 @@ from scalar.domain.packing_apply import book_job, release_job
 from scalar.domain.packing_model import Block, Job, Node
 from scalar.domain.packing_scalar import ShapeWindow
 from scalar.domain.reasons import Reason
-from scalar.domain.routing_model import RoutingDecision
+from scalar.domain.routing_model import DemandEntry, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import Action, SellCapacity
 from scalar.engine.config import ScaleGroupConfig
@@ -303,6 +303,8 @@ class ClusterState:
         # What the last autoscaler pass saw and when it must run again (autoscaler.AutoscaleGate): a pass
         # whose inputs did not change since is skipped.
         self.autoscale_gate: object | None = None
+        # The last pass's routing entries by job (autoscaler._entries), reused while a job's views hold.
+        self.demand_entries: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
 
     def rebuild_pending_index(self) -> None:
         """Index ``pending_ids`` afresh, in its order (a restored snapshot)."""
