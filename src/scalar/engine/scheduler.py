@@ -82,8 +82,13 @@ class _Pass:
         self.reserved = reservations(state, config, now, [r.id for r in ready])
         # Jobs with a command run only on agent-backed nodes, pure reservations only on the others (issue 9).
         self.agent_ids = frozenset(r.id for r in ready if r.agent)
-        self.classes = NodeClasses([n for n in self.nodes if n.id not in self.agent_ids], self.reserved)
-        self.agent_classes = NodeClasses([n for n in self.nodes if n.id in self.agent_ids], self.reserved)
+        views = state.node_views if pending_index.USE_INDEX else None
+        self.classes = NodeClasses(
+            [n for n in self.nodes if n.id not in self.agent_ids], self.reserved, views
+        )
+        self.agent_classes = NodeClasses(
+            [n for n in self.nodes if n.id in self.agent_ids], self.reserved, views
+        )
         self.log: SkipLog | None = None  # what skipped jobs were told (the indexed walk only)
         self.key: OrderKey | None = None  # the order key of the job being tried (the indexed walk only)
         self.clears = 0  # how many times placed reservations reopened every shape (``failed`` cleared)

@@ -303,6 +303,8 @@ class ClusterState:
         # What the last autoscaler pass saw and when it must run again (autoscaler.AutoscaleGate): a pass
         # whose inputs did not change since is skipped.
         self.autoscale_gate: object | None = None
+        # What the packer reads of each node, kept while the node is the same value (packing_classes).
+        self.node_views: dict[str, tuple[Node, tuple[object, ...]]] = {}
         # The last pass's routing entries by job (autoscaler._entries), reused while a job's views hold.
         self.demand_entries: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
 
