@@ -113,6 +113,10 @@ def engine_run(nodes: int, jobs: int, steady_steps: int, seed: int = 1) -> dict[
     first_s = time.perf_counter() - started
     running = [a for a in actions if isinstance(a, StartWork)]
     first_placed = len(running)
+    # Every placement in order (job, nodes and GPUs): two versions of the engine decided the same when equal.
+    decisions = hashlib.sha256()
+    for a in running:
+        decisions.update(repr((a.job_id, a.placements)).encode())
     latencies: list[float] = []
     placed = 0
     for k in range(steady_steps):
@@ -127,6 +131,8 @@ def engine_run(nodes: int, jobs: int, steady_steps: int, seed: int = 1) -> dict[
         started = time.perf_counter()
         new = [a for a in c.step(t, events) if isinstance(a, StartWork)]
         latencies.append(time.perf_counter() - started)
+        for a in new:
+            decisions.update(repr((a.job_id, a.placements)).encode())
         placed += len(new)
         running += new
     idle: list[float] = []
@@ -155,6 +161,7 @@ def engine_run(nodes: int, jobs: int, steady_steps: int, seed: int = 1) -> dict[
         "idle_p50": statistics.median(idle),
         "idle_forced_p50": statistics.median(forced),
         "pending_after": len(c.state.pending_ids),
+        "decisions": decisions.hexdigest()[:16],
     }
 
 
