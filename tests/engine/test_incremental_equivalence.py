@@ -6,11 +6,13 @@ and routes them with the routing memo (``domain.routing``: a plan that refused a
 again until it changes). The reference (``pending_index.USE_INDEX = False``, ``routing_memo = False``)
 sorts every pending job and visits each one, every pass. Random workloads (seeded: ``derandomize``) run
 through both must give the same actions, and the same state, reasons, routing and placement summary on
-every job, including the jobs the indexed walk passed over without visiting.
+every job, including the jobs the indexed walk passed over without visiting, and the same published
+state (``engine/snapshot.py``); and so must both runs restored from their snapshots halfway.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -35,6 +37,7 @@ from scalar.engine import (
     action_to_dict,
     pending_index,
 )
+from scalar.engine.snapshot import market_snapshot, restore, snapshot
 from tests.engine.builders import at, market, prime_offer, sf_offer
 from tests.engine.builders import filled as fill
 
@@ -72,15 +75,19 @@ def _spec(i: int, args: tuple[Any, ...], base: int) -> JobSpec:
     )
 
 
-def _run(first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], *, incremental: bool) -> list[Any]:
+def _run(
+    first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], *, incremental: bool, restore: bool = False
+) -> list[Any]:
     pending_index.USE_INDEX = incremental
     try:
-        return _drive(first, steps, incremental)
+        return _drive(first, steps, incremental, restore)
     finally:
         pending_index.USE_INDEX = True
 
 
-def _drive(first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], incremental: bool) -> list[Any]:
+def _drive(
+    first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], incremental: bool, restore: bool
+) -> list[Any]:
     c = Controller(ControllerConfig(routing_memo=incremental, max_demand_entries=25))
     seq = iter(range(1, 10**6))
     out: list[Any] = []
@@ -109,7 +116,9 @@ def _drive(first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], increment
     blocks = {"a0": "blk-a", "a1": "blk-a", "a2": "blk-a"}
     filled = 0
     t = 3
-    for new, done, cancels, fail in steps:
+    for k, (new, done, cancels, fail) in enumerate(steps):
+        if restore and k == 1:  # restored from its published state: the index is rebuilt from it
+            c = _restored(c)
         for a in actions:
             if isinstance(a, StartWork):
                 running[a.job_id] = (a.placements[0].node_id, blocks[a.placements[0].node_id])
@@ -145,13 +154,24 @@ def _drive(first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], increment
         out += actions
         t += 40
     out = [action_to_dict(a) for a in out]
+    live = {k for k, _ in snapshot(c.state)["jobs"]}  # a restored state holds only the live jobs
     for job_id, rec in sorted(c.state.jobs.items()):
+        if restore and job_id not in live:
+            continue
         out.append((job_id, rec.state, rec.reason, rec.routing, rec.routing_group, c.state.placement_of(rec)))
         explained = c.explain(job_id)
         out.append(explained.lines if explained is not None else None)
     out.append(c.state.unmet)
     out.append(c.state.last_routing)
+    out.append(json.dumps(snapshot(c.state)))  # the published state, placement summaries included
     return out
+
+
+def _restored(c: Controller) -> Controller:
+    copy = Controller(c.config)
+    data = json.loads(json.dumps(snapshot(c.state)))
+    copy.state = restore(data, json.loads(json.dumps(market_snapshot(c.state))))
+    return copy
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -160,6 +180,17 @@ def test_incremental_steps_match_the_full_passes(
     first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]
 ) -> None:
     assert _run(first, steps, incremental=True) == _run(first, steps, incremental=False)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.lists(job, min_size=1, max_size=40), st.lists(step, min_size=2, max_size=4))
+def test_a_restored_incremental_controller_matches_the_full_passes(
+    first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]]
+) -> None:
+    """Both restored from their snapshots after the first step (the pending index rebuilt from
+    ``pending_ids``, the skipped jobs' summaries published with them), they still decide alike."""
+    fast = _run(first, steps, incremental=True, restore=True)
+    assert fast == _run(first, steps, incremental=False, restore=True)
 
 
 def test_many_jobs_of_few_shapes_match() -> None:
