@@ -9,8 +9,10 @@ single node can hold (more GPUs than any READY node of its tier has) is placed a
 whole free nodes of one block, all of them or none.
 
 Shortcuts keep a pass cheap and change no decision: nodes only fill up during a pass, so a job with
-the same needs as one that already failed (and at least as long) fails too and is not evaluated again; and
-nodes the packer cannot tell apart are scored once per job (``scalar.engine.packing_classes``).
+the same needs as one that already failed (and at least as long) fails too and is not evaluated again,
+nor even visited: the pass walks the pending index (``scalar.engine.pending_index``, per-shape queues
+merged in queue order) and asks a failed shape only for its next shorter job; and nodes the packer cannot
+tell apart are scored once per job (``scalar.engine.packing_classes``).
 """
 
 from __future__ import annotations
