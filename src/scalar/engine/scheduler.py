@@ -85,6 +85,9 @@ class _Pass:
         # Jobs with a command run only on agent-backed nodes, pure reservations only on the others (issue 9).
         self.agent_ids = frozenset(r.id for r in ready if r.agent)
         views = state.node_views if pending_index.USE_INDEX else None
+        if views is not None and len(views) > 2 * len(ready) + 64:  # forget nodes gone from READY
+            keep = {r.id for r in ready}
+            views = state.node_views = {k: v for k, v in views.items() if k in keep}
         self.classes = NodeClasses(
             [n for n in self.nodes if n.id not in self.agent_ids], self.reserved, views
         )
