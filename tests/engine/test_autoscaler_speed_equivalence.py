@@ -100,3 +100,47 @@ def test_controller_actions_match_the_straightforward_path(
     fast = _run(job_args, arrive)
     slow = _run(job_args, arrive, memo=False)
     assert fast == slow
+
+
+def test_a_refusal_is_not_remembered_past_a_change_of_the_plan() -> None:
+    """The plan memo (``routing._Plan``): a shape refused by a full plan fits again once the plan opened a
+    slice with room for it; the memo must ask again, not repeat the refusal."""
+    from scalar.domain.routing_model import DeviceType
+
+    group = ScaleGroup(
+        name="g", max_slices=4, device_type=DeviceType.GPU, resources=ResourceSpec(cpu=32, gpu_count=8)
+    )
+
+    def entry(task: str, gpus: int) -> DemandEntry:
+        return DemandEntry(
+            task_ids=(task,), device_type=DeviceType.GPU, resources=ResourceSpec(gpu_count=gpus)
+        )
+
+    # t1 fills a slice; t2 finds no room in it and opens a second; t3 (t2's shape) fits the second's room.
+    many = [entry("t1", 8), entry("t2", 4), entry("t3", 4), entry("t4", 4), entry("t5", 8), entry("t6", 4)]
+    fast = route_demand([group], many, NOW)
+    slow = route_demand([group], many, NOW, memo=False)
+    assert fast == slow
+    assert [d.reason.code for d in fast.entry_decisions][:3] == ["new_slice", "new_slice", "planned_capacity"]
+
+
+def test_an_unmet_shape_is_routed_again_once_a_plan_changed() -> None:
+    """The unmet memo (``route_demand``): a shape left unmet is answered from memory only while no plan
+    changed; once another entry takes a slice, the same shape's reason counts that slice."""
+    from scalar.domain.routing_model import DeviceType
+
+    group = ScaleGroup(
+        name="g", max_slices=3, device_type=DeviceType.GPU, resources=ResourceSpec(cpu=32, gpu_count=8)
+    )
+
+    def entry(*tasks: str) -> DemandEntry:
+        return DemandEntry(task_ids=tasks, device_type=DeviceType.GPU, resources=ResourceSpec(gpu_count=8))
+
+    # a and b take two slices; a two-task entry needs two more (one is left): unmet; c takes the last
+    # slice; the next two-task entry is unmet with three slices planned, not two.
+    many = [entry("a"), entry("b"), entry("s1", "s1b"), entry("c"), entry("s2", "s2b")]
+    fast = route_demand([group], many, NOW)
+    slow = route_demand([group], many, NOW, memo=False)
+    assert fast == slow
+    first, second = fast.entry_decisions[2].reason, fast.entry_decisions[4].reason
+    assert first.code == second.code and first.message != second.message

@@ -149,7 +149,7 @@ def build_demand_entries(tasks: Sequence[UnscheduledTask]) -> list[DemandEntry]:
 class _Plan:
     """One group's working state during a round (mutable, private)."""
 
-    def __init__(self, group: ScaleGroup, now: datetime) -> None:
+    def __init__(self, group: ScaleGroup, now: datetime, memo: bool = False) -> None:
         self.group = group
         self.availability = group.availability_at(now)
         available = self.availability is Availability.AVAILABLE
@@ -162,6 +162,14 @@ class _Plan:
         self.entry_indices: list[int] = []
         self.failed_repack: tuple[int, Vec, bool] | None = None
         self.pending_reason: str | None = None
+        # With ``memo``: what ``try_commit`` refused and what ``slices_needed`` answered, per unit shape (its
+        # per-task need, task count, coscheduling), valid while the plan is unchanged (``version``). Packing
+        # reads nothing else of a unit, so an unchanged plan refuses the same shape again and needs the
+        # same slices for it: a queue of many jobs of few shapes is routed without packing each again.
+        self.memo = memo
+        self.version = 0
+        self.refused: dict[tuple[object, ...], int] = {}
+        self.needed: dict[tuple[object, ...], tuple[int, int]] = {}
         if counts.in_flight:
             self.pending_reason = "in-flight"
         elif self.min_deficit:
@@ -175,10 +183,20 @@ class _Plan:
         """Add ``unit`` if it fits: first fit, or (when new slices are allowed and first fit passes
         ``max_slices``) a first-fit-decreasing repack of everything. Returns (slices added, whether every
         task landed on an in-flight slice), or None, leaving the plan unchanged."""
+        key = (unit.need, len(unit.tasks), unit.coscheduled, allow_open)
+        if self.memo and self.refused.get(key) == self.version:
+            return None
+        result = self._try_commit(unit, allow_open)
+        if result is None:
+            self.refused[key] = self.version
+        return result
+
+    def _try_commit(self, unit: PackUnit, allow_open: bool) -> tuple[int, bool] | None:
         before = self.packing.launches
         placement = self.packing.place(unit, allow_open)
         if placement is not None:
             self.packing.apply(placement)
+            self.version += 1
             in_flight = all(si < self.packing.in_flight for si, _ in placement.positions)
             return self.packing.launches - before, in_flight
         if not allow_open or not self._worth_repacking(unit):
@@ -187,6 +205,7 @@ class _Plan:
         repacked = pack_decreasing(
             [*p.units, unit], p.vm, p.slice_size, p.in_flight, self.min_deficit, p.limit
         )
+        self.version += 1
         if repacked is None:
             self.failed_repack = (len(p.units), unit.need, unit.coscheduled)
             return None
@@ -204,6 +223,16 @@ class _Plan:
 
     def slices_needed(self, unit: PackUnit) -> int:
         """Extra slices ``unit`` would need if ``max_slices`` were no limit (first fit)."""
+        key = (unit.need, len(unit.tasks), unit.coscheduled)
+        if self.memo:
+            found = self.needed.get(key)
+            if found is not None and found[0] == self.version:
+                return found[1]
+        needed = self._slices_needed(unit)
+        self.needed[key] = (self.version, needed)
+        return needed
+
+    def _slices_needed(self, unit: PackUnit) -> int:
         placement = self.packing.place(
             unit, allow_open=True, limit=len(self.packing.slices) + unit_size(unit)
         )
@@ -272,19 +301,32 @@ def route_demand(
     """
     _validate(groups, demand_entries, now)
     ordered = sorted_by_priority(groups)
-    plans = {g.name: _Plan(g, now) for g in ordered}
+    plans = {g.name: _Plan(g, now, memo) for g in ordered}
     outcomes: dict[int, _Routed | Reason] = {}
     verdicts = _ShapeVerdicts(memo=memo)
 
+    # With the memo: an entry shape left unmet while no plan changed since (the plans' versions only grow,
+    # so their sum moves with any change) is left unmet again for the same reason: every step of its
+    # routing reads only the plans and the entry's shape (and a gang's id, in the reason's text).
+    unmet: dict[tuple[object, ...], tuple[int, Reason]] = {}
     for index, entry in enumerate(demand_entries):
         if entry.invalid_reason is not None:
             outcomes[index] = entry.invalid_reason
             continue
+        key: tuple[object, ...] | None = None
+        if memo:
+            key = (_shape_key(entry), entry.coschedule_group_id)
+            seen = unmet.get(key)
+            if seen is not None and seen[0] == sum(p.version for p in plans.values()):
+                outcomes[index] = seen[1]
+                continue
         unit = PackUnit.of(index, entry)
         routed = _route_to_pending(plans, ordered, entry, unit, verdicts) or _route_by_priority(
             plans, ordered, entry, unit, verdicts
         )
         outcomes[index] = routed
+        if key is not None and isinstance(routed, Reason):
+            unmet[key] = (sum(p.version for p in plans.values()), routed)
 
     for plan in plans.values():
         _final_repack(plan)

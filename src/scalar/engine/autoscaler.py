@@ -32,6 +32,7 @@ The procurement policy is the config's (``ControllerConfig.procurement``), the s
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -48,8 +49,9 @@ from scalar.domain.procurement import (
 )
 from scalar.domain.reasons import Reason
 from scalar.domain.routing import route_demand
-from scalar.domain.routing_model import RoutedCode, RoutingDecision
+from scalar.domain.routing_model import DemandEntry, RoutedCode, RoutingDecision
 from scalar.domain.tier import Tier
+from scalar.engine import pending_index
 from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
 from scalar.engine.buying import NO_PRICE, purchase_step
 from scalar.engine.config import ControllerConfig
@@ -172,7 +174,64 @@ class Demand:
 
 def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes) -> Demand:
     """The pending jobs to route this pass; FLEX jobs still batching and command jobs with no agent
-    provider are held back (told why in ``out``)."""
+    provider are held back (told why in ``out``). Only the first ``max_demand_entries`` of the queue are
+    routed: the queue is read from the pending index (engine/pending_index.py), merged per shape, and only
+    as far as those entries (all of the FLEX and command jobs, when they are held back)."""
+    if not pending_index.USE_INDEX:
+        return _demand_step_full(state, config, now, out)
+    index = state.pending_index
+    jobs = state.jobs
+    shapes = list(index.queues)
+    flex_shapes = [s for s in shapes if s[0] is Tier.FLEX]
+    if flex_shapes:
+        flex = [jobs[j] for j in index.ordered(flex_shapes)]
+        verdict = _flex_released(config, flex, now)
+        if verdict.code == FLEX_WAITING:
+            for rec in flex:
+                out.decide(rec.spec.job_id, held(verdict))
+            out.unmet.append(
+                UnmetDemandView(tuple(r.spec.job_id for r in flex), FLEX_WAITING, verdict.message)
+            )
+            shapes = [s for s in shapes if s[0] is not Tier.FLEX]
+    if not config.agent_providers:
+        command_shapes = [s for s in shapes if s[8]]
+        if command_shapes:
+            _hold_commands(state, [jobs[j] for j in index.ordered(command_shapes)], out)
+            shapes = [s for s in shapes if not s[8]]
+    queue = [jobs[j] for j in itertools.islice(index.ordered(shapes), config.max_demand_entries)]
+    return _demand(queue)
+
+
+def _hold_commands(state: ClusterState, commands: list[JobRecord], out: Outcomes) -> None:
+    """A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent, so
+    buying for it would buy capacity it can never use (issue 9)."""
+    for rec in commands:
+        placement = state.placement_of(rec)
+        why = placement.message if placement is not None else "no agent-backed node has room"
+        out.decide(
+            rec.spec.job_id,
+            held(Reason(NEEDS_AGENT_NODE, f"waits for a node with a Scalar agent: {why}")),
+        )
+    if commands:
+        out.unmet.append(
+            UnmetDemandView(tuple(r.spec.job_id for r in commands), NEEDS_AGENT_NODE, "needs an agent node")
+        )
+
+
+def _demand(queue: list[JobRecord]) -> Demand:
+    gpus: dict[Tier, int] = {}
+    cpu_ram: dict[Tier, tuple[float, float]] = {}
+    for rec in queue:
+        if rec.job is not None:
+            t = rec.job.tier
+            gpus[t] = gpus.get(t, 0) + rec.job.gpu_count
+            cpu, ram = cpu_ram.get(t, (0.0, 0.0))
+            cpu_ram[t] = (cpu + rec.job.cpu_cores, ram + rec.job.ram_gb)
+    return Demand(tuple(queue), gpus, cpu_ram)
+
+
+def _demand_step_full(state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes) -> Demand:
+    """The reference demand step: every pending job sorted into queue order."""
     records = [state.jobs[j] for j in state.pending_ids]
     jobs = order_pending([r.job for r in records if r.job is not None])
     by_id = {r.spec.job_id: r for r in records}
@@ -188,32 +247,9 @@ def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, ou
             )
             queue = [r for r in queue if r.job is not None and r.job.tier is not Tier.FLEX]
     if not config.agent_providers:
-        # A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent,
-        # so buying for it would buy capacity it can never use (issue 9).
-        commands = [r for r in queue if r.spec.command]
-        for rec in commands:
-            why = rec.placement.message if rec.placement is not None else "no agent-backed node has room"
-            out.decide(
-                rec.spec.job_id,
-                held(Reason(NEEDS_AGENT_NODE, f"waits for a node with a Scalar agent: {why}")),
-            )
-        if commands:
-            out.unmet.append(
-                UnmetDemandView(
-                    tuple(r.spec.job_id for r in commands), NEEDS_AGENT_NODE, "needs an agent node"
-                )
-            )
-            queue = [r for r in queue if not r.spec.command]
-    queue = queue[: config.max_demand_entries]
-    gpus: dict[Tier, int] = {}
-    cpu_ram: dict[Tier, tuple[float, float]] = {}
-    for rec in queue:
-        if rec.job is not None:
-            t = rec.job.tier
-            gpus[t] = gpus.get(t, 0) + rec.job.gpu_count
-            cpu, ram = cpu_ram.get(t, (0.0, 0.0))
-            cpu_ram[t] = (cpu + rec.job.cpu_cores, ram + rec.job.ram_gb)
-    return Demand(tuple(queue), gpus, cpu_ram)
+        _hold_commands(state, [r for r in queue if r.spec.command], out)
+        queue = [r for r in queue if not r.spec.command]
+    return _demand(queue[: config.max_demand_entries])
 
 
 def eligibility_step(
@@ -303,7 +339,7 @@ def routing_step(
             if k is not None:
                 gang_sizes.setdefault(base, set()).add(k)
     groups = routing_groups(state, now, gang_sizes)
-    entries = [demand_entry(rec.job, where) for rec, where in demand if rec.job is not None]
+    entries = _entries(state, demand, config.routing_memo)
     try:
         decision = route_demand(groups, entries, now, memo=config.routing_memo)
     except DomainError as err:
@@ -312,22 +348,24 @@ def routing_step(
         out.unmet_jobs([rec for rec, _ in demand], reason)
         return None
     new_demand: dict[str, list[JobRecord]] = {}
+    cannot: dict[int, Reason] = {}
     for d in decision.entry_decisions:
         rec = demand[d.entry_index][0]
         job_id = rec.spec.job_id
         routing = Reason(
             d.reason.code, d.explanation, d.reason.resource, d.reason.need, d.reason.have, d.reason.limit
         )
-        out.decide(job_id, JobOutcome(routing=routing, routing_group=d.group))
         if d.group is None:
             out.unmet.append(UnmetDemandView((job_id,), d.reason.code, d.explanation))
-            out.decide(
-                job_id,
-                JobOutcome(
-                    reason=Reason(d.reason.code, f"cannot buy capacity for it now: {d.reason.message}")
-                ),
-            )
-        elif d.reason.code == RoutedCode.IN_FLIGHT_CAPACITY.value:
+            why = cannot.get(id(d.reason))  # entries of one shape share their unmet reason
+            if why is None:
+                why = cannot[id(d.reason)] = Reason(
+                    d.reason.code, f"cannot buy capacity for it now: {d.reason.message}"
+                )
+            out.decide(job_id, JobOutcome(routing=routing, routing_group=None, reason=why))
+            continue
+        out.decide(job_id, JobOutcome(routing=routing, routing_group=d.group))
+        if d.reason.code == RoutedCode.IN_FLIGHT_CAPACITY.value:
             key = _open_order(state, d.group)
             waits_for = rec.order_key
             if key is not None:
@@ -346,6 +384,28 @@ def routing_step(
         else:
             new_demand.setdefault(d.group, []).append(rec)
     return Routed(decision, new_demand)
+
+
+def _entries(
+    state: ClusterState, demand: list[tuple[JobRecord, Eligibility]], reuse: bool
+) -> list[DemandEntry]:
+    """Each job's routing entry, kept from the last pass while its eligible views are the same (an entry is
+    a function of the job, which never changes, and of its views and gang size); built afresh when not
+    ``reuse`` (the reference path, ``routing_memo = False``)."""
+    last = state.demand_entries if reuse else {}
+    kept: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
+    entries: list[DemandEntry] = []
+    for rec, where in demand:
+        job = rec.job
+        if job is None:
+            continue
+        hit = last.get(job.id)
+        if hit is None or hit[0] != where.views or hit[1] != where.gang:
+            hit = (where.views, where.gang, demand_entry(job, where))
+        kept[job.id] = hit
+        entries.append(hit[2])
+    state.demand_entries = kept
+    return entries
 
 
 def _open_order(state: ClusterState, view: str) -> str | None:

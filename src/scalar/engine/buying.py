@@ -108,9 +108,9 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
     return Price(per_gpu, note, why)
 
 
-def placement_text(rec: JobRecord, margin_s: float) -> str:
+def placement_text(state: ClusterState, rec: JobRecord, margin_s: float) -> str:
     """``12 nodes lack 4 GPUs with 60 GB free, 3 expire within 2h05m``: why no READY node took the job."""
-    summary, job = rec.placement, rec.job
+    summary, job = state.placement_of(rec), rec.job
     if summary is None or not summary.rejections or job is None:
         return "no READY node can take it"
     other = Tier.FLEX.value if job.tier is Tier.FAST else Tier.FAST.value
@@ -249,7 +249,7 @@ def _place_order(
         first = jobs[0]
         assert first.job is not None
         more = f" (and {len(jobs) - 1} more job{'s' if len(jobs) > 2 else ''})" if len(jobs) > 1 else ""
-        head = f"{first.job.tier.value} job {first.job.id} needs {need_text(first.job)}{more}: {placement_text(first, config.safety_margin_s)}"
+        head = f"{first.job.tier.value} job {first.job.id} needs {need_text(first.job)}{more}: {placement_text(state, first, config.safety_margin_s)}"
     else:
         head = launch_reason.message if launch_reason is not None else f"{rec.name} below min_slices"
     reason = Reason("buy_capacity", f"{head}; {buying}{beat}", "nodes", nodes, 0, str(price.per_gpu_hour))

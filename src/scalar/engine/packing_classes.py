@@ -40,11 +40,15 @@ ClassKey = tuple[object, ...]
 
 def node_key(node: Node, reserved_for: frozenset[str] | None) -> ClassKey:
     """Everything the packer reads of a node (and who the node is held for): equal keys, equal verdicts."""
+    return (_packer_view(node), reserved_for)
+
+
+def _packer_view(node: Node) -> ClassKey:
     slots = tuple(
         (s.index, s.vram_total_gb, s.vram_used_gb, s.job_id is not None, bool(s.job_ids))
         for s in node.gpu_slots
     )
-    return (node.block, node.tier, node.cpu_used, node.ram_used_gb, slots, reserved_for)
+    return (node.block, node.tier, node.cpu_used, node.ram_used_gb, slots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +62,30 @@ class ClassPlacement:
 class NodeClasses:
     """The READY nodes of one scheduling pass, grouped by :func:`node_key`; each group sorted by id."""
 
-    def __init__(self, nodes: Sequence[Node], reserved: Mapping[str, set[str]]) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        reserved: Mapping[str, set[str]],
+        views: dict[str, tuple[Node, ClassKey]] | None = None,
+    ) -> None:
+        """``views``: what the packer reads of each node, kept across passes by the caller (a ``Node`` is
+        immutable: a booking makes a new one, so a view is reused only for the very same node)."""
         self.nodes: dict[str, Node] = {}
         self.key_of: dict[str, ClassKey] = {}
         self.members: dict[ClassKey, list[str]] = {}
+        self.views = views
         for node in nodes:
             self._add(node, reserved.get(node.id))
 
     def _add(self, node: Node, reserved_for: set[str] | None) -> None:
-        key = node_key(node, None if reserved_for is None else frozenset(reserved_for))
+        held = None if reserved_for is None else frozenset(reserved_for)
+        if self.views is None:
+            key = node_key(node, held)
+        else:
+            seen = self.views.get(node.id)
+            if seen is None or seen[0] is not node:
+                seen = self.views[node.id] = (node, _packer_view(node))
+            key = (seen[1], held)
         self.nodes[node.id] = node
         self.key_of[node.id] = key
         bisect.insort(self.members.setdefault(key, []), node.id)

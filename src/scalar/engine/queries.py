@@ -16,6 +16,7 @@ from scalar.domain.packing_model import order_pending
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
+from scalar.engine import pending_index
 from scalar.engine.actions import Action, WorkPlacement
 from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of
 from scalar.engine.groups import availability_of
@@ -332,6 +333,9 @@ def group_view(state: ClusterState, rec: GroupRecord, tally: dict[str, int]) -> 
 
 
 def queue(state: ClusterState) -> list[str]:
+    """The pending jobs in queue order (merged from the pending index's per-shape queues)."""
+    if pending_index.USE_INDEX:
+        return list(state.pending_index.ordered())
     jobs = [state.jobs[j].job for j in state.pending_ids]
     return [job.id for job in order_pending([j for j in jobs if j is not None])]
 
@@ -348,9 +352,10 @@ def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
         lines.append(f"{rec.state.value}: {rec.reason.message}")
     if position is not None:
         lines.append(f"queue position {position} of {len(waiting)} pending jobs")
-    if rec.placement is not None:
-        lines.append(f"placement: {rec.placement.message}")
-        lines += [f"  {c.count} x {c.code} (e.g. {c.example})" for c in rec.placement.rejections]
+    placement = state.placement_of(rec)
+    if placement is not None:
+        lines.append(f"placement: {placement.message}")
+        lines += [f"  {c.count} x {c.code} (e.g. {c.example})" for c in placement.rejections]
     if rec.routing is not None and rec.state is JobState.PENDING:
         lines.append(f"routing: {rec.routing.message}")
     if order is not None:
@@ -360,7 +365,7 @@ def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
         job_id=job_id,
         state=rec.state,
         reason=rec.reason,
-        placement=rec.placement,
+        placement=placement,
         routing=rec.routing,
         routing_group=rec.routing_group,
         purchase=order_view(order) if order is not None else None,

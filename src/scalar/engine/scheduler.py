@@ -9,12 +9,15 @@ single node can hold (more GPUs than any READY node of its tier has) is placed a
 whole free nodes of one block, all of them or none.
 
 Shortcuts keep a pass cheap and change no decision: nodes only fill up during a pass, so a job with
-the same needs as one that already failed (and at least as long) fails too and is not evaluated again; and
-nodes the packer cannot tell apart are scored once per job (``scalar.engine.packing_classes``).
+the same needs as one that already failed (and at least as long) fails too and is not evaluated again,
+nor even visited: the pass walks the pending index (``scalar.engine.pending_index``, per-shape queues
+merged in queue order) and asks a failed shape only for its next shorter job; and nodes the packer cannot
+tell apart are scored once per job (``scalar.engine.packing_classes``).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -32,13 +35,15 @@ from scalar.domain.packing import need_text as need_text  # controller.py and au
 from scalar.domain.packing_model import Job, Node, order_pending
 from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
+from scalar.engine import pending_index
 from scalar.engine.actions import StartWork, WorkPlacement
 from scalar.engine.agents import NEEDS_AGENT_NODE
 from scalar.engine.config import SCALAR_SCORE, ControllerConfig
 from scalar.engine.groups import gang_parts
 from scalar.engine.lifecycle import JobState
 from scalar.engine.packing_classes import NodeClasses
-from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, RejectionCount
+from scalar.engine.pending_index import OrderKey, Shape
+from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, RejectionCount, SkipLog
 
 GANG_PLACED = "gang_placed"
 GANG_NO_BLOCK = "gang_no_block"
@@ -79,8 +84,19 @@ class _Pass:
         self.reserved = reservations(state, config, now, [r.id for r in ready])
         # Jobs with a command run only on agent-backed nodes, pure reservations only on the others (issue 9).
         self.agent_ids = frozenset(r.id for r in ready if r.agent)
-        self.classes = NodeClasses([n for n in self.nodes if n.id not in self.agent_ids], self.reserved)
-        self.agent_classes = NodeClasses([n for n in self.nodes if n.id in self.agent_ids], self.reserved)
+        views = state.node_views if pending_index.USE_INDEX else None
+        if views is not None and len(views) > 2 * len(ready) + 64:  # forget nodes gone from READY
+            keep = {r.id for r in ready}
+            views = state.node_views = {k: v for k, v in views.items() if k in keep}
+        self.classes = NodeClasses(
+            [n for n in self.nodes if n.id not in self.agent_ids], self.reserved, views
+        )
+        self.agent_classes = NodeClasses(
+            [n for n in self.nodes if n.id in self.agent_ids], self.reserved, views
+        )
+        self.log: SkipLog | None = None  # what skipped jobs were told (the indexed walk only)
+        self.key: OrderKey | None = None  # the order key of the job being tried (the indexed walk only)
+        self.clears = 0  # how many times placed reservations reopened every shape (``failed`` cleared)
         self.largest: dict[object, int] = {}
         for node in self.nodes:
             kind = (node.tier, node.id in self.agent_ids)
@@ -95,12 +111,74 @@ class _Pass:
         return self.agent_classes if node_id in self.agent_ids else self.classes
 
     def run(self, records: Sequence[JobRecord]) -> None:
+        """The reference walk: every pending job in queue order (``pending_index.USE_INDEX = False``)."""
+        self.state.skipped = None
         by_id = {rec.spec.job_id: rec for rec in records}
         jobs = [rec.job for rec in records if rec.job is not None]
         for job in order_pending(jobs):
             self.try_job(by_id[job.id], job)
 
+    def run_indexed(self) -> None:
+        """The same walk over the pending index, visiting only the jobs ``try_job`` would evaluate.
+
+        The queue is the merge, by order key, of one stream per shape plus one of the jobs capacity is
+        held for (their shape includes the nodes held for them: each is tried on its own). After a job of
+        a shape fails, its stream yields only the next job shorter than the failed one (``try_job`` skips
+        the others without evaluating them); when a placed job's reservations lapse, every shape is open
+        again (``failed`` is cleared) and every stream resumes after that job. The jobs
+        passed over get their placement summary from ``state.skipped`` (``ClusterState.placement_of``)."""
+        state = self.state
+        index = state.pending_index
+        self.log = SkipLog(index.seq)
+        state.skipped = self.log
+        held = {j for jobs in self.reserved.values() for j in jobs if j in index.entries}
+        special = sorted((index.key(j), j) for j in held)
+        shapes = list(index.queues)
+        heap: list[tuple[OrderKey, int, str]] = [(k, -1 - i, j) for i, (k, j) in enumerate(special)]
+        for si, shape in enumerate(shapes):
+            self._push(heap, si, shape, None, math.inf, held)
+        heapq.heapify(heap)
+        clears = self.clears
+        while heap:
+            key, si, job_id = heapq.heappop(heap)
+            rec = state.jobs[job_id]
+            assert rec.job is not None
+            self.key = key
+            self.try_job(rec, rec.job)
+            if self.clears != clears:  # every shape is open again, from here on
+                clears = self.clears
+                heap = [e for e in heap if e[1] < 0]
+                for sj, shape in enumerate(shapes):
+                    self._push(heap, sj, shape, key, math.inf, held)
+                heapq.heapify(heap)
+            elif si >= 0:
+                static = shapes[si]
+                seen = self.failed.get((*static[:8], frozenset(), static[8]))
+                self._push(heap, si, static, key, math.inf if seen is None else seen[0], held)
+
+    def _push(
+        self,
+        heap: list[tuple[OrderKey, int, str]],
+        si: int,
+        shape: Shape,
+        after: OrderKey | None,
+        shorter_than: float,
+        held: set[str],
+    ) -> None:
+        """Push stream ``si``'s next job after ``after`` shorter than ``shorter_than`` (held jobs have
+        their own stream)."""
+        queue = self.state.pending_index.queues.get(shape)
+        if queue is None:
+            return
+        found = queue.next_after(after, shorter_than)
+        while found is not None and found[1] in held:
+            found = queue.next_after(found[0], shorter_than)
+        if found is not None:
+            heapq.heappush(heap, (found[0], si, found[1]))
+
     def try_job(self, rec: JobRecord, job: Job) -> None:
+        if self.log is not None:
+            self.log.visited.add(job.id)
         mine = frozenset(n for n, jobs in self.reserved.items() if job.id in jobs)
         shape = (
             job.tier,
@@ -150,6 +228,8 @@ class _Pass:
             summary, message=f"same needs as job {job.id}, which no node fits now: {summary.message}"
         )
         self.failed[shape] = (job.expected_duration_sec, same)
+        if self.log is not None and not mine and self.key is not None:
+            self.log.fail(self.state.pending_index.shape(job.id), self.key, same)
 
     def place(
         self,
@@ -208,6 +288,9 @@ class _Pass:
                 )
         if changed:
             self.failed.clear()  # more nodes are open to others: earlier failures may now fit
+            self.clears += 1
+            if self.log is not None and self.key is not None:
+                self.log.clears.append(self.key)
             self.state.schedule_dirty = True  # and jobs tried before this one get another go next step
 
     def try_gang(self, rec: JobRecord, job: Job, nodes: list[Node]) -> PlacementSummary | None:
@@ -313,7 +396,9 @@ def schedule(state: ClusterState, config: ControllerConfig, now: datetime) -> No
     if not state.pending_ids or not (state.schedule_dirty or due):
         return
     state.schedule_dirty = False
-    records = [state.jobs[job_id] for job_id in state.pending_ids]
     pass_ = _Pass(state, config, now)
-    pass_.run(records)
+    if pending_index.USE_INDEX:
+        pass_.run_indexed()
+    else:
+        pass_.run([state.jobs[job_id] for job_id in state.pending_ids])
     state.next_schedule_at = next_lapse(state, config, pass_.reserved)

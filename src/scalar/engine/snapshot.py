@@ -84,7 +84,7 @@ def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict
         b.order_key for b in blocks.values() if b.order_key
     }
     orders = {k: o for k, o in state.orders.items() if k in order_keys or o.status in OPEN_ORDER_STATES}
-    jobs = {k: j for k, j in state.jobs.items() if j.state in LIVE_JOB_STATES}
+    jobs = {k: _published(state, j) for k, j in state.jobs.items() if j.state in LIVE_JOB_STATES}
     return {
         "version": SNAPSHOT_VERSION,
         "now": encode(state.now),
@@ -105,6 +105,13 @@ def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict
         "shapes": _window(state.shapes),
         "arrived_jobs": [[encode(at), encode(job)] for at, job in state.arrived_jobs],
     }
+
+
+def _published(state: ClusterState, rec: JobRecord) -> JobRecord:
+    """The job as published: with the placement summary the last scheduling pass gave it even when the pass
+    passed over it without visiting it (``ClusterState.placement_of``)."""
+    placement = state.placement_of(rec)
+    return rec if placement is rec.placement else replace(rec, placement=placement)
 
 
 def _window(w: ShapeWindow) -> dict[str, Any]:
@@ -197,6 +204,7 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
         k: None for k, j in s.jobs.items() if j.job is not None and j.job.restartable and j.parts
     }
     s.shapes = _unwindow(data.get("shapes"))
+    s.rebuild_pending_index()
     arrived = data.get("arrived_jobs", [])
     if not isinstance(arrived, list):
         raise CodecError("arrived_jobs", "expected a list of [time, job] pairs")

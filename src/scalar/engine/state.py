@@ -8,6 +8,7 @@ iteration is over insertion-ordered dicts, so the same events always walk the st
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +21,7 @@ from scalar.domain.packing_apply import book_job, release_job
 from scalar.domain.packing_model import Block, Job, Node
 from scalar.domain.packing_scalar import ShapeWindow
 from scalar.domain.reasons import Reason
-from scalar.domain.routing_model import RoutingDecision
+from scalar.domain.routing_model import DemandEntry, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine.actions import Action, SellCapacity
 from scalar.engine.config import ScaleGroupConfig
@@ -31,6 +32,7 @@ from scalar.engine.lifecycle import (
     OrderStatus,
     check_move,
 )
+from scalar.engine.pending_index import OrderKey, PendingIndex, Shape
 
 RECENT_ACTIONS = 100
 
@@ -211,6 +213,26 @@ class GroupRecord:
         return self.config.slice_size if self.config else 1
 
 
+@dataclass(slots=True)
+class SkipLog:
+    """What the last scheduling pass told the jobs it did not visit (``ClusterState.placement_of``).
+
+    A pass skips a job when one of its shape at most as long already failed: the job's placement summary
+    is that failure's (the latest of its shape before it in queue order, since the last time placed
+    reservations reopened every shape). Jobs the pass visited (``visited``) carry their own summary, and
+    so do jobs that became PENDING after the pass (order key sequence above ``upto``)."""
+
+    upto: int
+    visited: set[str] = field(default_factory=set)
+    failures: dict[Shape, tuple[list[OrderKey], list[PlacementSummary]]] = field(default_factory=dict)
+    clears: list[OrderKey] = field(default_factory=list)
+
+    def fail(self, shape: Shape, key: OrderKey, summary: PlacementSummary) -> None:
+        keys, summaries = self.failures.setdefault(shape, ([], []))
+        keys.append(key)
+        summaries.append(summary)
+
+
 @dataclass(frozen=True, slots=True)
 class UnmetDemandView:
     """Demand the autoscaler could not serve this step, with why (``job_ids`` of one entry)."""
@@ -258,6 +280,10 @@ class ClusterState:
             str, None
         ] = {}  # restartable jobs holding GPUs (consolidation's candidates)
         self.pending_ids: dict[str, None] = {}
+        # The pending jobs by shape, in queue order (engine/pending_index.py), kept with ``pending_ids``; and
+        # the placement summaries the last scheduling pass gave the jobs it skipped (``placement_of``).
+        self.pending_index = PendingIndex()
+        self.skipped: SkipLog | None = None
         # The shapes of the jobs submitted so far (valid ones, in submission order): the online prior of
         # the packer's score (domain.packing_scalar), rebuilt exactly by replaying the events.
         self.shapes = ShapeWindow()
@@ -277,6 +303,39 @@ class ClusterState:
         # What the last autoscaler pass saw and when it must run again (autoscaler.AutoscaleGate): a pass
         # whose inputs did not change since is skipped.
         self.autoscale_gate: object | None = None
+        # What the packer reads of each node, kept while the node is the same value (packing_classes).
+        self.node_views: dict[str, tuple[Node, tuple[object, ...]]] = {}
+        # The last pass's routing entries by job (autoscaler._entries), reused while a job's views hold.
+        self.demand_entries: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
+
+    def rebuild_pending_index(self) -> None:
+        """Index ``pending_ids`` afresh, in its order (a restored snapshot)."""
+        self.pending_index = PendingIndex()
+        self.skipped = None
+        for job_id in self.pending_ids:
+            rec = self.jobs[job_id]
+            if rec.job is not None:
+                self.pending_index.add(job_id, rec.job, bool(rec.spec.command))
+
+    def placement_of(self, rec: JobRecord) -> PlacementSummary | None:
+        """The job's last placement decision, including one the last scheduling pass skipped it with."""
+        log = self.skipped
+        job_id = rec.spec.job_id
+        if log is None or job_id in log.visited:
+            return rec.placement
+        entry = self.pending_index.entries.get(job_id)
+        if entry is None:
+            return rec.placement
+        key, shape = entry
+        fails = log.failures.get(shape)
+        if key[3] > log.upto or fails is None:
+            return rec.placement
+        keys, summaries = fails
+        i = bisect_left(keys, key) - 1
+        c = bisect_left(log.clears, key) - 1
+        if i < 0 or (c >= 0 and log.clears[c] > keys[i]):
+            return rec.placement
+        return summaries[i]
 
     def open_blocks(self) -> list[BlockRecord]:
         """The open blocks, in ``blocks`` order, without walking every block ever bought at each step:
@@ -331,8 +390,13 @@ class ClusterState:
         if target is JobState.PENDING:
             rec.pending_since = self.at
             self.pending_ids[rec.spec.job_id] = None
+            if rec.job is not None:
+                self.pending_index.add(rec.spec.job_id, rec.job, bool(rec.spec.command))
             self.schedule_dirty = True
         else:
+            if rec.spec.job_id in self.pending_index.entries:
+                rec.placement = self.placement_of(rec)
+                self.pending_index.remove(rec.spec.job_id)
             self.pending_ids.pop(rec.spec.job_id, None)
         self.record("job", rec.spec.job_id, None if before is None else before.value, target.value, reason)
 
