@@ -38,6 +38,7 @@ from scalar.domain.endpoint_scaling import (
 )
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup
+from scalar.domain.money import usd_cents_plain
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "data" / "traces" / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
@@ -229,7 +230,7 @@ def run(arrivals: list[float]) -> list[list[str]]:
                 str(res.cold_starts),
                 str(res.max_workers),
                 f"{res.worker_s / 3600:.2f}",
-                f"${per_1000.quantize(Decimal('0.01'))}",
+                usd_cents_plain(per_1000),
             ]
         )
         print(" | ".join(rows[-1]), flush=True)

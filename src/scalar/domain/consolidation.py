@@ -34,6 +34,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.errors import DomainError, InvalidSpecError
+from scalar.domain.money import usd_cents_plain
 from scalar.domain.packing import evaluate_node
 from scalar.domain.packing_apply import book_job
 from scalar.domain.packing_model import Job, Node
@@ -116,10 +117,6 @@ class ConsolidationDecision:
     @property
     def emptied(self) -> bool:
         return bool(self.moves)
-
-
-def _money(value: Decimal) -> str:
-    return f"${value.quantize(Decimal('0.01'))}"
 
 
 def plan_moves(
@@ -205,8 +202,8 @@ def plan_moves(
         )
         cost = c.price_per_gpu_hour * lost_gpu_s / _HOUR
         numbers = (
-            f"releasing it saves {_money(saving)} over the {float(horizon_s):.0f} s it would otherwise run "
-            f"(x{c.recovery} recovered), restarting its {len(planned)} job(s) costs {_money(cost)} "
+            f"releasing it saves {usd_cents_plain(saving)} over the {float(horizon_s):.0f} s it would otherwise run "
+            f"(x{c.recovery} recovered), restarting its {len(planned)} job(s) costs {usd_cents_plain(cost)} "
             f"({float(lost_gpu_s) / 3600:.3f} GPU-h of lost progress and restart)"
         )
         if saving <= cost:

@@ -18,6 +18,7 @@ function               example                     used for
 ``usd_trimmed``        ``$2.30``, ``$2.1875``      order-book prices (2 to 4 places)
 ``usd_axis``           ``$12.50``, ``$1,250``      chart axis ticks (whole dollars from $1,000)
 ``micros_text``        ``12.345678``               money fields of API responses (exact text, 6 places)
+``cents_text``         ``12.35``                   budget figures in API responses and reasons (2 places)
 =====================  ==========================  ============================================================
 """
 
@@ -82,6 +83,11 @@ def usd_exact(amount: Decimal) -> str:
 def micros_text(amount: Decimal) -> str:
     """``12.345678``: an amount as exact text to the micro-dollar (half-even), as API responses carry it."""
     return str(round_micros(amount))
+
+
+def cents_text(amount: Decimal) -> str:
+    """``12.35``: an amount as exact text to the cent (half-even), as budget figures carry it."""
+    return str(round_cents(amount))
 
 
 # Amounts read back from JSON (float or Decimal in, formatted as given).

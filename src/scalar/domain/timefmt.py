@@ -1,8 +1,9 @@
-"""Times as text: the parsers and the one ISO form Scalar writes for people and feeds (pure: no clock)."""
+"""Times: the parsers, the one ISO form Scalar writes, exact durations for money (pure: no clock)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 
@@ -35,3 +36,8 @@ def parse_iso(raw: Any) -> datetime | None:
 def iso_z(moment: datetime) -> str:
     """``2026-11-26T20:31:05Z``: an aware time in UTC, ISO 8601 with ``Z`` (fractions kept)."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def exact_seconds(delta: timedelta) -> Decimal:
+    """A duration in seconds as an exact ``Decimal`` (microseconds kept), for money that accrues by time."""
+    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)

@@ -29,10 +29,10 @@ from scalar.domain.market import BlockGrant, NodeState
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.events import AgentRegistered, AssignmentReported, HostRegistered, HostRemoveRequested
 from scalar.engine.groups import Eligibility, base_of, group_name
-from scalar.engine.housekeeping import exact_seconds
 from scalar.engine.lifecycle import JobState, is_legal
 from scalar.engine.state import BlockRecord, ClusterState, JobRecord, NodeRecord, SliceRecord
 from scalar.engine.transitions import finish, preempt, refresh_slice, release_block

@@ -15,9 +15,9 @@ from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.market import BlockGrant, NodeState, Order, OrderState
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.groups import group_name
-from scalar.engine.housekeeping import exact_seconds
 from scalar.engine.lifecycle import OPEN_ORDER_STATES, OrderStatus
 from scalar.engine.state import BlockRecord, ClusterState, GroupRecord, NodeRecord, OrderRecord, SliceRecord
 from scalar.engine.transitions import back_off

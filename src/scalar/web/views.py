@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
-from scalar.web.formatting import number, parse_time, seconds_between
+from scalar.web.formatting import number, seconds_between
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
