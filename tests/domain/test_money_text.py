@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from scalar.domain.money import (
+    cents_text,
     micros_text,
     usd,
     usd_axis,
@@ -110,3 +111,13 @@ def test_places_and_input_types_are_kept() -> None:
     assert usd_trimmed(5000) == "$5,000.00"
     assert usd_price(5000) == "$5,000.00"
     assert usd_axis(-999) == "$-999.00"
+
+
+def test_cents_text() -> None:
+    assert [cents_text(Decimal(v)) for v in ("0", "12.345", "12.355", "-0.005", "1E+3")] == [
+        "0.00",
+        "12.34",
+        "12.36",
+        "-0.00",
+        "1000.00",
+    ]

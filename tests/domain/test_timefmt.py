@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 
-from scalar.domain.timefmt import iso_z, parse_iso, parse_time
+from scalar.domain.timefmt import exact_seconds, iso_z, parse_iso, parse_time
 
 AT = datetime(2026, 11, 26, 20, 31, 5, tzinfo=UTC)
 
@@ -52,3 +53,9 @@ def test_iso_z() -> None:
     assert iso_z(AT.replace(microsecond=120000).astimezone(timezone(timedelta(hours=-5)))) == (
         "2026-11-26T20:31:05.120000Z"
     )
+
+
+def test_exact_seconds_keeps_microseconds() -> None:
+    assert exact_seconds(timedelta(days=1, seconds=5, microseconds=250)) == Decimal("86405.000250")
+    assert exact_seconds(timedelta(microseconds=-1)) == Decimal("-0.000001")
+    assert exact_seconds(timedelta(0)) == 0
