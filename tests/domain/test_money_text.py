@@ -15,6 +15,7 @@ from scalar.domain.money import (
     usd_cents_plain,
     usd_exact,
     usd_fixed,
+    usd_fixed_plain,
     usd_price,
     usd_price_signed,
     usd_signed,
@@ -121,3 +122,12 @@ def test_cents_text() -> None:
         "-0.00",
         "1000.00",
     ]
+
+
+def test_usd_fixed_plain() -> None:
+    assert usd_fixed_plain(Decimal("1234.5678")) == "$1234.57"
+    assert usd_fixed_plain(1234.5678, 4) == "$1234.5678"
+    assert usd_fixed_plain(Decimal("-3")) == "$-3.00"
+    assert usd_fixed_plain(0.0, 4) == "$0.0000"
+    assert usd_fixed_plain(Decimal("2.675")) == "$2.68" and usd_fixed_plain(2.675) == "$2.67"
+    assert usd_fixed_plain(1e12, 0) == "$1000000000000"

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
-from scalar.domain.money import usd_fixed
+from scalar.domain.money import usd_fixed, usd_fixed_plain
 from scalar.domain.tier import Tier
 from scalar.sim.dynamic.workload import DEFAULT_ESTIMATE_SIGMA, WindowOptions
 from scalar.sim.protocol_b import DEFAULT_SEED, POLICIES, ProtocolBResult, load_workload, policy_list
@@ -109,7 +109,7 @@ def _print(result: ProtocolBResult, wide: bool) -> None:
             [
                 p["policy"],
                 usd_fixed(p["cost"]),
-                None if per is None else f"${per:.4f}",
+                None if per is None else usd_fixed_plain(per, 4),
                 f"{p['idle_gpu_hours']:,.1f}",
                 _minutes(f["wait_p50_s"]),
                 _minutes(f["wait_p95_s"]),

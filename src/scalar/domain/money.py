@@ -12,6 +12,7 @@ function               example                     used for
 ``usd_cents_plain``    ``$1234.50``                amounts in planners' reasons (rounded to cents, ungrouped)
 ``usd_exact``          ``$13``, ``$12.6935``       exact prices without trailing zeros
 ``usd_fixed``          ``$1,234.57``, ``$1,235``   tables and reports with a fixed number of places
+``usd_fixed_plain``    ``$1234.5700``              prices in reasons with a fixed number of places (ungrouped)
 ``usd_signed``         ``-$1,234.56``              the dashboard (sign before the dollar sign)
 ``usd_price_signed``   ``$0.4035``, ``-$2.50``     dashboard $/GPU-h prices (4 places below $1)
 ``usd_price``          ``$0.4444``, ``$2.50``      CLI price tables (4 places below $1)
@@ -96,6 +97,11 @@ def cents_text(amount: Decimal) -> str:
 def usd_fixed(amount: Decimal | float, places: int = 2) -> str:
     """``$1,234.57`` (``places`` decimals, thousands grouped; a negative amount reads ``$-3.00``)."""
     return f"${amount:,.{places}f}"
+
+
+def usd_fixed_plain(amount: Decimal | float, places: int = 2) -> str:
+    """``$1234.5700`` (``places`` decimals, no grouping; a negative amount reads ``$-3.00``)."""
+    return f"${amount:.{places}f}"
 
 
 def usd_signed(amount: float, places: int = 2) -> str:
