@@ -23,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.gpus import canonical_gpu_model
-from scalar.domain.money import usd_cents_plain
+from scalar.domain.money import usd_fixed_plain
 from scalar.domain.offers import Offer
 from scalar.domain.packing_model import Job
 from scalar.domain.reasons import Reason
@@ -173,7 +173,7 @@ def group_rejection(job: Job, rec: GroupRecord, config: ControllerConfig) -> Rea
     if cap is not None and price is not None and price > cap:
         return Reason(
             "over_tier_cap",
-            f"{rec.name} costs {usd_cents_plain(price)}/GPU-h, over the {job.tier.value} cap of {usd_cents_plain(cap)}",
+            f"{rec.name} costs {usd_fixed_plain(price)}/GPU-h, over the {job.tier.value} cap of {usd_fixed_plain(cap)}",
             "price_per_gpu_hour",
             str(price),
             str(price),
