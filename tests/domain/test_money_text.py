@@ -19,6 +19,7 @@ from scalar.domain.money import (
     usd_price,
     usd_price_signed,
     usd_signed,
+    usd_text,
     usd_trimmed,
 )
 
@@ -131,3 +132,10 @@ def test_usd_fixed_plain() -> None:
     assert usd_fixed_plain(0.0, 4) == "$0.0000"
     assert usd_fixed_plain(Decimal("2.675")) == "$2.68" and usd_fixed_plain(2.675) == "$2.67"
     assert usd_fixed_plain(1e12, 0) == "$1000000000000"
+
+
+def test_usd_text_is_the_amounts_own_text() -> None:
+    assert usd_text(Decimal("2.50")) == "$2.50"
+    assert usd_text(Decimal("1E+1")) == "$1E+1"
+    assert usd_text(Decimal("-0.000001")) == "$-0.000001"
+    assert usd_text(0.1) == "$0.1" and usd_text(60) == "$60" and usd_text("12.345678") == "$12.345678"

@@ -34,7 +34,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.errors import DomainError, InvalidSpecError
-from scalar.domain.money import usd_cents_plain
+from scalar.domain.money import usd_cents_plain, usd_text
 from scalar.domain.packing import evaluate_node
 from scalar.domain.packing_apply import book_job
 from scalar.domain.packing_model import Job, Node
@@ -165,7 +165,9 @@ def plan_moves(
     for c, busy, total, held_here in candidates:
         if c.block_id in received:
             continue
-        head = f"contract {c.block_id} ({busy} of {total} GPUs in use at ${c.price_per_gpu_hour}/GPU-h)"
+        head = (
+            f"contract {c.block_id} ({busy} of {total} GPUs in use at {usd_text(c.price_per_gpu_hour)}/GPU-h)"
+        )
         blocked = _unmovable(list(held_here.values()), set(c.node_ids))
         if blocked is not None:
             decisions.append(_kept(c.block_id, Reason(SKIP, f"{head} stays: {blocked}")))

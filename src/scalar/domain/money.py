@@ -11,6 +11,7 @@ function               example                     used for
 ``usd_cents``          ``$1,234.50``               budget limits and commitments (rounded to cents)
 ``usd_cents_plain``    ``$1234.50``                amounts in planners' reasons (rounded to cents, ungrouped)
 ``usd_exact``          ``$13``, ``$12.6935``       exact prices without trailing zeros
+``usd_text``           ``$2.50``, ``$60``          an amount as its own text (a decimal's stored digits)
 ``usd_fixed``          ``$1,234.57``, ``$1,235``   tables and reports with a fixed number of places
 ``usd_fixed_plain``    ``$1234.5700``              prices in reasons with a fixed number of places (ungrouped)
 ``usd_signed``         ``-$1,234.56``              the dashboard (sign before the dollar sign)
@@ -79,6 +80,11 @@ def usd_cents_plain(amount: Decimal) -> str:
 def usd_exact(amount: Decimal) -> str:
     """``Decimal("13.0")`` -> ``$13``, ``Decimal("12.6935")`` -> ``$12.6935``: exact, without noise."""
     return f"${amount.normalize():f}"
+
+
+def usd_text(amount: Decimal | float | str) -> str:
+    """``Decimal("2.50")`` -> ``$2.50``: the amount's own text (``str``), digits exactly as stored or given."""
+    return f"${amount}"
 
 
 def micros_text(amount: Decimal) -> str:

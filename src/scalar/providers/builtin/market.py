@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, bindparam, exists, insert, select, up
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, SaleFill
+from scalar.domain.money import usd_text
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.base import Book, Provider, ProviderError
 from scalar.providers.builtin import schema
@@ -273,7 +274,7 @@ class BuiltinMarket:
                     hours, price = sold
                     reason += (
                         f"; the remaining {hours} h of {len(unsold)} node(s) went back on the book at "
-                        f"${price}/GPU-h"
+                        f"{usd_text(price)}/GPU-h"
                     )
                     extra = {"sold_back_hours": str(hours), "sold_back_price_per_gpu_hour": str(price)}
             write_events(conn, terminate_nodes(conn, rows, at_us, CAUSE_RELEASED, reason, extra))
