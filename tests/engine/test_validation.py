@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.tier import Tier
 from scalar.engine import (
     ConfigError,
@@ -163,6 +164,9 @@ def test_config_to_dict_is_the_json_file_shape_and_reads_back() -> None:
             "backoff_s": 5,
         }
     )
+    assert cfg.consolidation == ConsolidationPolicy(
+        enabled=False, max_moves=3
+    )  # a table is read into the policy
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["tiers"]["FLEX"] == {"max_price_per_gpu_hour": "2.5"}
     assert data["scale_groups"][0]["tiers"] == ["FLEX"] and data["backoff_s"] == 5
