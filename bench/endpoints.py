@@ -38,6 +38,7 @@ from scalar.domain.endpoint_scaling import (
 )
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.gpus import GpuGroup
+from scalar.domain.money import usd_cents_plain, usd_text
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "data" / "traces" / "alibaba-gpu-v2025-dlrm" / "disaggregated_DLRM_trace.csv"
@@ -229,7 +230,7 @@ def run(arrivals: list[float]) -> list[list[str]]:
                 str(res.cold_starts),
                 str(res.max_workers),
                 f"{res.worker_s / 3600:.2f}",
-                f"${per_1000.quantize(Decimal('0.01'))}",
+                usd_cents_plain(per_1000),
             ]
         )
         print(" | ".join(rows[-1]), flush=True)
@@ -260,7 +261,7 @@ def render(arrivals: list[float], rows: list[list[str]]) -> str:
         f"peak {max(per_minute.values())} in one minute, {sum(1 for m in range(60) if per_minute.get(m, 0) < 10)} "
         f"of 60 minutes nearly idle. Workers: 1 H100 (ADA_80_PRO, cold start {cold_start_s(GROUP):g} s), "
         f"{WORK_S:g} s of Ampere work per request (about {WORK_S / 2.2:.1f} s on H100), workersMin 0, "
-        f"workersMax 20, idleTimeout 5 s, ${PRICE_PER_GPU_HOUR}/GPU-h. Latency is arrival to result.",
+        f"workersMax 20, idleTimeout 5 s, {usd_text(PRICE_PER_GPU_HOUR)}/GPU-h. Latency is arrival to result.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

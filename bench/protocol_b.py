@@ -29,6 +29,7 @@ from typing import Any
 
 from bench import report
 from bench.report import replace_section
+from scalar.domain.money import usd_fixed
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO / "data" / "traces" / "alibaba-gpu-v2023"
@@ -133,7 +134,7 @@ def _pct(value: float | None) -> str:
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.0f}"
+    return "-" if value is None else usd_fixed(value, 0)
 
 
 def summary_table(summary: dict[str, Any]) -> list[str]:
@@ -442,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in main_summary["policies"]:
         w = p.get("wins")
         sys.stdout.write(
-            f"{p['policy']}: ${p['cost']:,.2f} ± {p['cost_sd']:,.2f}"
+            f"{p['policy']}: {usd_fixed(p['cost'])} ± {p['cost_sd']:,.2f}"
             + ("" if w is None else f", Scalar wins {w['scalar_wins']}/{w['runs']}")
             + "\n"
         )

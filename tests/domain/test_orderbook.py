@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.money import usd
 from scalar.domain.orderbook import (
     LEVELS_BEYOND_MIN_VIABLE,
     BookOrder,
     analyze_orderbook,
     calculate_optimal_price,
-    format_usd,
     required_gpus_for,
     score_level,
 )
@@ -278,9 +278,9 @@ def test_required_gpus_for_nodes() -> None:
 
 
 def test_format_usd() -> None:
-    assert format_usd(Decimal("24.5")) == "$24.50"
-    assert format_usd(Decimal("2.315")) == "$2.315"
-    assert format_usd(Decimal("1552")) == "$1,552.00"
+    assert usd(Decimal("24.5")) == "$24.50"
+    assert usd(Decimal("2.315")) == "$2.315"
+    assert usd(Decimal("1552")) == "$1,552.00"
 
 
 # ------------------------------------------------------------------------------ properties

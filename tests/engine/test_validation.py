@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from decimal import Decimal
 
 import pytest
 
+from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.tier import Tier
 from scalar.engine import (
     ConfigError,
@@ -149,3 +151,85 @@ def test_config_from_dict_reads_the_file_shape() -> None:
     assert cfg.scale_groups[0].tiers == (Tier.FAST,)
     assert cfg.cap_for(Tier.FLEX) == Decimal("3.5")
     assert cfg.contract_length_s == 86_400
+
+
+def test_config_to_dict_is_the_json_file_shape_and_reads_back() -> None:
+    cfg = ControllerConfig.from_dict(
+        {
+            "scale_groups": [{"name": "sf", "providers": ["sfcompute"], "tiers": ["flex"], "spot": False}],
+            "tiers": {"flex": {"max_price_per_gpu_hour": "2.5"}},
+            "budgets": [{"scope": "global", "usd_per_hour": 50}],
+            "consolidation": {"enabled": False, "max_moves": 3},
+            "market_time_scales": {"sfcompute": 60},
+            "backoff_s": 5,
+        }
+    )
+    assert cfg.consolidation == ConsolidationPolicy(
+        enabled=False, max_moves=3
+    )  # a table is read into the policy
+    data = json.loads(json.dumps(cfg.to_dict()))
+    assert data["tiers"]["FLEX"] == {"max_price_per_gpu_hour": "2.5"}
+    assert data["scale_groups"][0]["tiers"] == ["FLEX"] and data["backoff_s"] == 5
+    assert data["consolidation"]["max_moves"] == 3 and data["budgets"][0]["usd_per_hour"] == "50"
+    assert ControllerConfig.from_dict(data) == cfg
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "problem", "hint"),
+    [
+        ({"speed": 1}, "speed", "unknown setting", "use one of agent_providers, backoff_s"),
+        (
+            {"scale_groups": [{"colour": "red"}]},
+            "scale_groups[0].colour",
+            "unknown setting",
+            "use one of contract",
+        ),
+        ({"tiers": {"FLEX": {"cap": 1}}}, "tiers.FLEX.cap", "unknown setting", "use max_price_per_gpu_hour"),
+        ({"tiers": {"flex": 3}}, "tiers.FLEX", "must be a table", None),
+        ({"tiers": {"SLOW": {}}}, "tiers.SLOW", "unknown tier 'SLOW'; use one of FAST, FLEX", None),
+        (
+            {"scale_groups": [{"tiers": ["fast", "slow"]}]},
+            "scale_groups[0].tiers[1]",
+            "unknown tier 'slow'",
+            None,
+        ),
+        ({"scale_groups": {"name": "x"}}, "scale_groups", "must be a list of scale groups", None),
+        (
+            {"scale_groups": [{"max_slices": -1}]},
+            "scale_groups[0].max_slices",
+            "must be a whole number >= 0",
+            None,
+        ),
+        (
+            {"budgets": [{"scope": "global", "usd_per_hour": "lots"}]},
+            "budgets[0].usd_per_hour",
+            "must be an amount",
+            None,
+        ),
+        ({"consolidation": {"max_moves": -1}}, "consolidation.max_moves", "must be >= 0, got -1", None),
+        ({"consolidation": {"moves": 1}}, "consolidation.moves", "unknown setting", "use one of enabled"),
+        ({"request_timeout_s": "10"}, "request_timeout_s", "must be a number of seconds, got '10'", None),
+    ],
+)
+def test_config_errors_say_what_is_wrong(
+    data: dict[str, object], key: str, problem: str, hint: str | None
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        ControllerConfig.from_dict(data)
+    assert err.value.field == key
+    assert err.value.problem.startswith(problem)
+    assert (err.value.hint or "").startswith(hint or "")
+
+
+def test_the_file_model_has_the_engines_keys_and_defaults() -> None:
+    from dataclasses import fields
+
+    from scalar.engine.config_file import ControllerFile, ScaleGroupFile
+
+    for model, value in (
+        (ControllerFile, ControllerConfig()),
+        (ScaleGroupFile, ControllerConfig().scale_groups[0]),
+    ):
+        assert list(model.model_fields) == [f.name for f in fields(value)]
+    assert ControllerFile().to_config() == ControllerConfig()
+    assert ControllerFile().model_dump() == ControllerConfig().to_dict()

@@ -12,6 +12,7 @@ from rich.table import Table
 from scalar.api.client import ScalarClient
 from scalar.cli.jobs import call_server
 from scalar.cli.output import Col, cell, column, console, make_table
+from scalar.domain.money import usd_fixed
 
 T = TypeVar("T")
 
@@ -24,7 +25,7 @@ def usd(value: Any, places: int = 2) -> str | None:
         amount = Decimal(str(value))
     except InvalidOperation:
         return str(value)
-    return f"${amount:,.{places}f}"
+    return usd_fixed(amount, places)
 
 
 def hours(value: Any) -> str | None:

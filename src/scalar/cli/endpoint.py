@@ -21,6 +21,7 @@ from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import Col, cell, console, make_table, print_json, say, when, wide_option
 from scalar.domain.endpoints import ServerlessEndpoint
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.money import usd_text
 from scalar.providers.base import ProviderError
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
 
@@ -136,7 +137,10 @@ def _show(endpoint: dict[str, Any]) -> None:
         ["workers", " ".join(f"{k}={v}" for k, v in health["workers"].items())],
         ["requests", " ".join(f"{k}={v}" for k, v in health["jobs"].items())],
         ["latency_ms", _latency(endpoint["latency_ms"])],
-        ["cost", f"${endpoint['cost']['cost_usd']} over {endpoint['cost']['worker_hours']} worker-h"],
+        [
+            "cost",
+            f"{usd_text(endpoint['cost']['cost_usd'])} over {endpoint['cost']['worker_hours']} worker-h",
+        ],
     ]
     if endpoint.get("no_workers_reason"):
         rows.append(["no workers", endpoint["no_workers_reason"]])

@@ -42,6 +42,7 @@ from scalar import __version__
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
+from scalar.domain.money import usd_text
 from scalar.providers import bootstrap
 
 DEFAULT_REMOTE_DIR = "~/.scalar-agent"
@@ -473,7 +474,7 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(
             f"node {node_id} registered from {user}@{host}: {shape}, {facts.get('cpu_count')} CPUs, "
             f"{facts.get('ram_gb', 0):.0f} GB RAM; fixed block {facts.get('block_id')} ({provider}, "
-            f"${amount}/GPU-h); agent log {directory}/agent.log on the host\n"
+            f"{usd_text(amount)}/GPU-h); agent log {directory}/agent.log on the host\n"
         )
 
     @node_app.command("script")

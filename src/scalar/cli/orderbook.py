@@ -16,10 +16,10 @@ from scalar.cli.inputs import InputError, parse_json_file
 from scalar.cli.jobs import server_option
 from scalar.cli.orderbook_live import ASK_COLUMNS, BID_COLUMNS, print_live_book
 from scalar.cli.output import explain, make_table, print_json, say, show
+from scalar.domain.money import usd
 from scalar.domain.orderbook import (
     OrderbookAnalysis,
     analyze_orderbook,
-    format_usd,
     required_gpus_for,
 )
 from scalar.wire.orderbook import OrderbookFile, build_orderbook_response, format_timestamp
@@ -55,7 +55,7 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         rows.append(
             [
                 level.index,
-                format_usd(level.price_per_gpu_hour),
+                usd(level.price_per_gpu_hour),
                 level.quantity_gpus,
                 level.cumulative_quantity,
                 _hours(level.duration_hours),
@@ -68,9 +68,7 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         f"({nodes} node{'s' if nodes != 1 else ''} x {gpus_per_node} GPUs), USD per GPU-hour"
     )
     show(make_table(ASK_COLUMNS, rows, title))
-    bid_rows = [
-        [format_usd(b.price_per_gpu_hour), b.quantity_gpus, _hours(b.duration_hours)] for b in analysis.bids
-    ]
+    bid_rows = [[usd(b.price_per_gpu_hour), b.quantity_gpus, _hours(b.duration_hours)] for b in analysis.bids]
     show(make_table(BID_COLUMNS, bid_rows, f"BIDS {instance_type}"))
 
     lines: list[str] = []
@@ -79,16 +77,13 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         lines.append("Optimal price: - (no asks)")
     else:
         flag = " (insufficient liquidity: lowest ask)" if analysis.insufficient_liquidity else ""
-        lines.append(f"Optimal price: {format_usd(price)}/GPU-h at sorted ask {analysis.optimal_index}{flag}")
+        lines.append(f"Optimal price: {usd(price)}/GPU-h at sorted ask {analysis.optimal_index}{flag}")
     if analysis.spread_per_gpu_hour is None:
         lines.append("Spread: - (needs both asks and bids)")
     else:
         best_ask, best_bid = analysis.best_ask, analysis.best_bid
         assert best_ask is not None and best_bid is not None
-        lines.append(
-            f"Spread: {format_usd(analysis.spread_per_gpu_hour)} "
-            f"({format_usd(best_ask)} - {format_usd(best_bid)})"
-        )
+        lines.append(f"Spread: {usd(analysis.spread_per_gpu_hour)} ({usd(best_ask)} - {usd(best_bid)})")
     lines.append(
         f"Liquidity: asks {analysis.total_ask_liquidity} GPUs, bids {analysis.total_bid_liquidity} GPUs"
     )
@@ -99,10 +94,10 @@ def _print_table(analysis: OrderbookAnalysis, instance_type: str, nodes: int, gp
         fraction = fill.slippage_fraction * 100
         lines.append(
             f"Fill: {fill.filled_gpus} of {fill.required_gpus} GPUs at a VWAP of "
-            f"{format_usd(fill.vwap_per_gpu_hour.quantize(_MICRO))}/GPU-h "
-            f"(best {format_usd(fill.best_price_per_gpu_hour)}, worst {format_usd(fill.worst_price_per_gpu_hour)}), "
-            f"slippage {format_usd(fill.slippage_per_gpu_hour.quantize(_MICRO))}/GPU-h "
-            f"({fraction.quantize(_HUNDREDTH)}%), {format_usd(fill.cost_per_hour)}/h in all"
+            f"{usd(fill.vwap_per_gpu_hour.quantize(_MICRO))}/GPU-h "
+            f"(best {usd(fill.best_price_per_gpu_hour)}, worst {usd(fill.worst_price_per_gpu_hour)}), "
+            f"slippage {usd(fill.slippage_per_gpu_hour.quantize(_MICRO))}/GPU-h "
+            f"({fraction.quantize(_HUNDREDTH)}%), {usd(fill.cost_per_hour)}/h in all"
         )
     lines.append(f"Why: {analysis.reason.message}")
     for warning in analysis.warnings:

@@ -6,6 +6,7 @@ from typing import Any
 
 from scalar.cli.cluster_output import table
 from scalar.cli.output import Col, explain, say, show, when
+from scalar.domain.money import usd_trimmed
 
 # The asks and bids tables, from a file (``--book``) or the server's live book.
 ASK_COLUMNS = [
@@ -22,12 +23,7 @@ BID_COLUMNS = [Col("price", "num"), Col("qty_gpus", "num"), Col("duration_hours"
 
 def _usd(value: Any) -> str | None:
     """``2.3`` -> ``$2.30``, ``2.1875`` -> ``$2.1875``."""
-    if value is None:
-        return None
-    text = f"{float(value):,.4f}"
-    while text.endswith("0") and len(text.split(".")[1]) > 2:
-        text = text[:-1]
-    return f"${text}"
+    return None if value is None else usd_trimmed(value)
 
 
 def print_live_book(r: dict[str, Any]) -> None:

@@ -32,6 +32,8 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 from rich.text import Text
 
+from scalar.domain.timefmt import parse_time
+
 MISSING = "-"
 UNLIMITED = 10_000
 TEXT_MIN = 12  # a text column is never squeezed below this (it folds instead)
@@ -298,26 +300,11 @@ def _ago(delta_s: float) -> str:
     return f"{text} ago" if delta_s >= 0 else f"in {text}"
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An API time (ISO 8601 text, or epoch seconds) as an aware UTC datetime; ``None`` if it is not one."""
-    if isinstance(value, bool) or value is None or value == "":
-        return None
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC)
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def when(value: Any, now: datetime | None = None) -> str | None:
     """``2026-11-26T20:31:05Z (3m ago)`` (or ``(in 2h)``): the one way commands show a time to people.
 
     ``None`` stays missing; a value that is not a time is shown as it is."""
-    moment = parse_time(value)
+    moment = parse_time(value, epoch=True)  # an API time: ISO 8601 text or epoch seconds
     if moment is None:
         return None if value is None or value == "" else str(value)
     current = now or datetime.now(UTC)

@@ -17,6 +17,7 @@ from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import print_problem_and_exit, server_option
 from scalar.cli.output import Col, make_table, print_json, say, show, wide_option
+from scalar.domain.money import usd_price
 
 T = TypeVar("T")
 
@@ -101,7 +102,7 @@ def usd(value: Any) -> str | None:
     """Dollars: cents from $1 up, 4 decimals below (spot GPUs can cost $0.4444/h)."""
     if not isinstance(value, int | float):
         return None
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    return usd_price(value)
 
 
 def _row(r: Mapping[str, Any]) -> list[Any]:

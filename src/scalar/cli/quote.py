@@ -26,7 +26,7 @@ from scalar.domain.arbitrage import (
     PlacementDecision,
     find_optimal_placement,
 )
-from scalar.domain.money import round_cents, round_micros
+from scalar.domain.money import round_micros, usd_cents_plain, usd_exact
 from scalar.wire.quote import PricesFile, RequirementsFile, decision_to_json
 
 # A valid request that no offer satisfies is an answer, not a usage error: exit 1 (bad input exits 2).
@@ -67,8 +67,8 @@ def _row(label: str, p: Placement) -> list[object]:
         o.availability_zone,
         o.instance_type,
         _offer(f"{o.gpu_count:g} x {o.gpu_model}" if o.gpu_count > 0 else None, o.spot),
-        None if per_gpu is None else f"${round_cents(per_gpu)}",
-        f"${round_micros(o.price_per_hour).normalize():f}",
+        None if per_gpu is None else usd_cents_plain(per_gpu),
+        usd_exact(round_micros(o.price_per_hour)),
         None if o.interruption_rate is None else f"{o.interruption_rate:g}",
         f"{p.score:.2f}",
     ]

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.output import Col, explain, make_table, print_json, show, wide_option
+from scalar.domain.money import usd_fixed, usd_fixed_plain
 from scalar.domain.tier import Tier
 from scalar.sim.dynamic.workload import DEFAULT_ESTIMATE_SIGMA, WindowOptions
 from scalar.sim.protocol_b import DEFAULT_SEED, POLICIES, ProtocolBResult, load_workload, policy_list
@@ -107,8 +108,8 @@ def _print(result: ProtocolBResult, wide: bool) -> None:
         rows.append(
             [
                 p["policy"],
-                f"${p['cost']:,.2f}",
-                None if per is None else f"${per:.4f}",
+                usd_fixed(p["cost"]),
+                None if per is None else usd_fixed_plain(per, 4),
                 f"{p['idle_gpu_hours']:,.1f}",
                 _minutes(f["wait_p50_s"]),
                 _minutes(f["wait_p95_s"]),
@@ -171,8 +172,8 @@ def _print_summary(summary: dict[str, Any], wide: bool) -> None:
         rows.append(
             [
                 p["policy"],
-                f"${p['cost']:,.2f}",
-                f"${p['cost_sd']:,.2f}",
+                usd_fixed(p["cost"]),
+                usd_fixed(p["cost_sd"]),
                 None if p["ratio_to_lower_bound"] is None else f"{p['ratio_to_lower_bound']:.2f}",
                 _minutes(p["fast"]["wait_p99_s"]),
                 _pct(p["fast"]["slo_attainment"]),

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from scalar.domain.errors import DomainError, InvalidSpecError
 from scalar.domain.gpus import canonical_gpu_model as canonical_gpu_model  # the registry's; re-exported
-from scalar.domain.money import round_cents
+from scalar.domain.money import usd_cents_plain, usd_exact
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
 
@@ -185,11 +185,6 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def _usd(value: Decimal) -> str:
-    """``Decimal("13.0")`` -> ``$13``, ``Decimal("12.6935")`` -> ``$12.6935``: exact, without noise."""
-    return f"${value.normalize():f}"
-
-
 def _where(offer: Offer) -> str:
     zone = f"/{offer.availability_zone}" if offer.availability_zone else ""
     return f"{offer.provider} {offer.instance_type} in {offer.region}{zone}"
@@ -198,7 +193,7 @@ def _where(offer: Offer) -> str:
 def _relax_price(offers: Sequence[Offer]) -> str:
     cheapest = min(offers, key=lambda o: (o.price_per_hour, o.key))
     return (
-        f"raise maxPricePerHour to {_usd(cheapest.price_per_hour)} "
+        f"raise maxPricePerHour to {usd_exact(cheapest.price_per_hour)} "
         f"(cheapest otherwise-fitting offer: {_where(cheapest)})"
     )
 
@@ -256,7 +251,7 @@ def _filters(req: WorkloadRequirements) -> tuple[_Filter, ...]:
         out.append(
             _Filter(
                 "maxPricePerHour",
-                f"<= {_usd(cap)}/h",
+                f"<= {usd_exact(cap)}/h",
                 lambda o: o.price_per_hour <= cap,
                 _relax_price,
             )
@@ -461,9 +456,9 @@ def find_optimal_placement(
         Reason(
             "chosen",
             f"took {_where(best.offer)}{' (spot)' if best.offer.spot else ''} at "
-            f"${round_cents(best.price_per_hour)}/h"
+            f"{usd_cents_plain(best.price_per_hour)}/h"
             + (
-                f" (${round_cents(best.price_per_gpu_hour)}/GPU-h)"
+                f" ({usd_cents_plain(best.price_per_gpu_hour)}/GPU-h)"
                 if best.price_per_gpu_hour is not None
                 else ""
             )

@@ -34,6 +34,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.errors import DomainError, InvalidSpecError
+from scalar.domain.money import usd_cents_plain, usd_text
 from scalar.domain.packing import evaluate_node
 from scalar.domain.packing_apply import book_job
 from scalar.domain.packing_model import Job, Node
@@ -118,10 +119,6 @@ class ConsolidationDecision:
         return bool(self.moves)
 
 
-def _money(value: Decimal) -> str:
-    return f"${value.quantize(Decimal('0.01'))}"
-
-
 def plan_moves(
     contracts: Sequence[Contract],
     nodes: Mapping[str, Node],
@@ -168,7 +165,9 @@ def plan_moves(
     for c, busy, total, held_here in candidates:
         if c.block_id in received:
             continue
-        head = f"contract {c.block_id} ({busy} of {total} GPUs in use at ${c.price_per_gpu_hour}/GPU-h)"
+        head = (
+            f"contract {c.block_id} ({busy} of {total} GPUs in use at {usd_text(c.price_per_gpu_hour)}/GPU-h)"
+        )
         blocked = _unmovable(list(held_here.values()), set(c.node_ids))
         if blocked is not None:
             decisions.append(_kept(c.block_id, Reason(SKIP, f"{head} stays: {blocked}")))
@@ -205,8 +204,8 @@ def plan_moves(
         )
         cost = c.price_per_gpu_hour * lost_gpu_s / _HOUR
         numbers = (
-            f"releasing it saves {_money(saving)} over the {float(horizon_s):.0f} s it would otherwise run "
-            f"(x{c.recovery} recovered), restarting its {len(planned)} job(s) costs {_money(cost)} "
+            f"releasing it saves {usd_cents_plain(saving)} over the {float(horizon_s):.0f} s it would otherwise run "
+            f"(x{c.recovery} recovered), restarting its {len(planned)} job(s) costs {usd_cents_plain(cost)} "
             f"({float(lost_gpu_s) / 3600:.3f} GPU-h of lost progress and restart)"
         )
         if saving <= cost:

@@ -35,6 +35,7 @@ from decimal import Decimal
 
 from scalar.domain.errors import InvalidSpecError, UnknownGpuModelError
 from scalar.domain.gpus import relative_throughput
+from scalar.domain.money import usd_fixed_plain
 from scalar.domain.offers import Offer
 from scalar.domain.tier import Tier
 
@@ -98,7 +99,7 @@ class JobCost:
     rework: float  # expected rework fraction
 
     def describe(self) -> str:
-        parts = [f"${self.per_work_hour:.4f}/work-h"]
+        parts = [f"{usd_fixed_plain(self.per_work_hour, 4)}/work-h"]
         if self.rate != 1.0:
             parts.append(f"throughput {self.rate:.2f}x")
         if self.rework > 0:
@@ -195,9 +196,9 @@ class ContractChoice:
 
     def text(self, gpus: int) -> str:
         c = self.chosen
-        beat = "; ".join(f"{a.label} ${a.expected_total:.2f}" for a in self.alternatives[:4])
+        beat = "; ".join(f"{a.label} {usd_fixed_plain(a.expected_total)}" for a in self.alternatives[:4])
         head = (
-            f"{c.label} contract: expected ${c.expected_total:.2f} for a forecast of "
+            f"{c.label} contract: expected {usd_fixed_plain(c.expected_total)} for a forecast of "
             f"{self.forecast_gpu_hours:.1f} GPU-h, utilisation {c.utilisation(gpus):.0%}"
         )
         return f"{head} (beat {beat})" if beat else head

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.gpus import GpuGroup, find_model
-from scalar.domain.money import to_decimal
+from scalar.domain.money import to_decimal, usd_text
 from scalar.domain.reasons import Reason
 
 DEFAULT_HEADROOM = 1.2
@@ -161,7 +161,7 @@ def rank_gpu_groups_for_budget(
         rejected.append(
             Reason(
                 "over_budget",
-                f"{group.value}: {gpu_count} GPU(s) cost ${per_worker}/h at best, over the ${budget}/h budget",
+                f"{group.value}: {gpu_count} GPU(s) cost {usd_text(per_worker)}/h at best, over the {usd_text(budget)}/h budget",
                 resource=group.value,
                 need=str(per_worker),
                 limit=str(budget),

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.money import usd
 from scalar.domain.orderbook_fill import FillEstimate, estimate_fill
 from scalar.domain.reasons import Reason
 
@@ -41,7 +42,6 @@ __all__ = [
     "OrderbookAnalysis",
     "analyze_orderbook",
     "calculate_optimal_price",
-    "format_usd",
     "optimal_ask",
     "required_gpus_for",
     "score_level",
@@ -158,14 +158,6 @@ class OrderbookAnalysis:
         return _runner_up(self.scores, self.optimal_index)
 
 
-def format_usd(amount: Decimal) -> str:
-    """``$24.50``; more decimals only when the amount has them (``$2.315``)."""
-    cents = amount.quantize(Decimal("0.01"))
-    if cents == amount:
-        return f"${cents:,.2f}"
-    return f"${amount.normalize():,f}"
-
-
 def required_gpus_for(node_count: int, gpus_per_node: int) -> int:
     """The seed's ``required_gpus = node_count x gpus_per_node``, both at least 1."""
     _check_positive_int("node_count", node_count)
@@ -250,7 +242,7 @@ def analyze_orderbook(
             code="insufficient_liquidity",
             message=(
                 f"The asks hold {total_asks} GPUs in all, fewer than the {required_gpus} needed; "
-                f"falling back to the lowest ask {format_usd(lowest)}/GPU-h at index 0 "
+                f"falling back to the lowest ask {usd(lowest)}/GPU-h at index 0 "
                 "(no level was scored)."
             ),
             resource="gpus",
@@ -321,7 +313,7 @@ def optimal_ask(bids: Sequence[BookOrder], gpus: int) -> AskPrice:
         best = ordered[0].price_per_gpu_hour
         why = (
             f"the bids hold {running} GPUs in all, fewer than the {gpus} offered: asking the best bid "
-            f"{format_usd(best)}/GPU-h"
+            f"{usd(best)}/GPU-h"
         )
         return AskPrice(best, True, None, Reason("insufficient_bids", why, "gpus", gpus, running))
     floor = ordered[min_viable].price_per_gpu_hour
@@ -349,7 +341,7 @@ def optimal_ask(bids: Sequence[BookOrder], gpus: int) -> AskPrice:
         if candidate.score > chosen.score:
             chosen = candidate
     why = (
-        f"ask {format_usd(chosen.price_per_gpu_hour)}/GPU-h for {gpus} GPUs: bid level {chosen.index} scores "
+        f"ask {usd(chosen.price_per_gpu_hour)}/GPU-h for {gpus} GPUs: bid level {chosen.index} scores "
         f"{chosen.score:.3f} (depth {chosen.depth_score:.2f}, price {chosen.price_score:.3f}, liquidity "
         f"{chosen.liquidity_score:.2f}); {chosen.cumulative_quantity} GPUs bid at or above it"
     )
@@ -427,7 +419,7 @@ def _explain(
     chosen: LevelScore, runner: LevelScore | None, scores: Sequence[LevelScore], required: int
 ) -> str:
     head = (
-        f"Bid {format_usd(chosen.price_per_gpu_hour)}/GPU-h (sorted ask {chosen.index}, "
+        f"Bid {usd(chosen.price_per_gpu_hour)}/GPU-h (sorted ask {chosen.index}, "
         f"{chosen.cumulative_quantity} GPUs cumulative for {required} needed), score {chosen.score:.3f}"
     )
     viable = scores[0]
@@ -436,17 +428,15 @@ def _explain(
     else:
         tail = (
             f"The cheapest level that covers {required} GPUs, "
-            f"{format_usd(viable.price_per_gpu_hour)}/GPU-h (sorted ask {viable.index}), "
+            f"{usd(viable.price_per_gpu_hour)}/GPU-h (sorted ask {viable.index}), "
             f"scores {viable.score:.3f}."
         )
     if runner is None:
         return f"{head}: the only level scored, as the book ends there. {tail}"
-    versus = (
-        f"vs {runner.score:.3f} for {format_usd(runner.price_per_gpu_hour)}/GPU-h (sorted ask {runner.index})"
-    )
+    versus = f"vs {runner.score:.3f} for {usd(runner.price_per_gpu_hour)}/GPU-h (sorted ask {runner.index})"
     if runner.score == chosen.score:
         return (
-            f"{head}, the same score as {format_usd(runner.price_per_gpu_hour)}/GPU-h "
+            f"{head}, the same score as {usd(runner.price_per_gpu_hour)}/GPU-h "
             f"(sorted ask {runner.index}); the first of equal scores wins. {tail}"
         )
     terms = (
@@ -480,8 +470,8 @@ def _book_warnings(
             Reason(
                 code="crossed_book",
                 message=(
-                    f"The highest bid {format_usd(bids[0].price_per_gpu_hour)}/GPU-h is above the lowest "
-                    f"ask {format_usd(levels[0].price_per_gpu_hour)}/GPU-h: the book is crossed."
+                    f"The highest bid {usd(bids[0].price_per_gpu_hour)}/GPU-h is above the lowest "
+                    f"ask {usd(levels[0].price_per_gpu_hour)}/GPU-h: the book is crossed."
                 ),
                 need=str(levels[0].price_per_gpu_hour),
                 have=str(bids[0].price_per_gpu_hour),

@@ -26,6 +26,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.money import usd_fixed_plain
 from scalar.domain.packing_model import Job, Node, nodes_by_id
 from scalar.domain.packing_scalar import EXPIRY_TICKS, Prior, score_job
 from scalar.domain.packing_score import (
@@ -331,7 +332,7 @@ def placed(
         price = best.node.block.price_per_gpu_hour
         choice = (
             f", {best.node.gpu_model} is choice {position} of {len(job.gpu_models)} GPU models"
-            f" at ${price:.2f}/GPU-h"
+            f" at {usd_fixed_plain(price)}/GPU-h"
         )
     summary = (
         f"{head}: placed on {best.node.id} GPUs {fmt_indices(best.gpu_indices)} (score {score:.4f}{choice})"
@@ -429,7 +430,7 @@ def rejection_of(job: Job, evaluation: NodeEvaluation, best: NodeEvaluation | No
             digits = 2 if round(price, 2) != round(best_price, 2) else 6
             reason = Reason(
                 HIGHER_PRICE,
-                f"costs ${price:.{digits}f}/GPU-h, more than {other.id}'s ${best_price:.{digits}f}/GPU-h "
+                f"costs {usd_fixed_plain(price, digits)}/GPU-h, more than {other.id}'s {usd_fixed_plain(best_price, digits)}/GPU-h "
                 f"for the same GPU model choice",
                 resource="price_per_gpu_hour",
                 have=str(price),

@@ -39,7 +39,7 @@ from scalar.domain.arbitrage import (
 )
 from scalar.domain.contracts import DEFAULT_INTERRUPTION_RATE, HOURS_PER_MONTH, work_rate
 from scalar.domain.errors import InvalidSpecError
-from scalar.domain.money import round_cents
+from scalar.domain.money import usd_cents_plain
 from scalar.domain.offers import PRIME, SFCOMPUTE, Offer
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
@@ -133,7 +133,7 @@ class RankedOffer:
 
 
 def _money(value: Decimal | None) -> str:
-    return "-" if value is None else f"${round_cents(value)}"
+    return "-" if value is None else usd_cents_plain(value)
 
 
 def _exclusion(o: Offer, cn: CapacityNeed, cap: Decimal | None) -> Reason | None:

@@ -26,13 +26,14 @@ from decimal import Decimal
 from scalar.domain.errors import DomainError
 from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.market import BlockGrant, NodeState
+from scalar.domain.money import usd_text
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.events import AgentRegistered, AssignmentReported, HostRegistered, HostRemoveRequested
 from scalar.engine.groups import Eligibility, base_of, group_name
-from scalar.engine.housekeeping import exact_seconds
 from scalar.engine.lifecycle import JobState, is_legal
 from scalar.engine.state import BlockRecord, ClusterState, JobRecord, NodeRecord, SliceRecord
 from scalar.engine.transitions import finish, preempt, refresh_slice, release_block
@@ -120,7 +121,7 @@ def on_host_registered(state: ClusterState, event: HostRegistered) -> None:
         f"user-owned host {node_id} registered its agent: {event.gpu_count}x {event.gpu_model or 'GPU'} "
         f"{event.vram_per_gpu_gb:g} GB, {event.cpu_cores:g} CPU, {event.ram_gb:g} GB RAM"
         f"{f', CUDA {event.cuda_version}' if event.cuda_version else ''} as fixed block "
-        f"{event.block_id} ({event.provider}) at ${price}/GPU-h until {block.end_time.isoformat()}",
+        f"{event.block_id} ({event.provider}) at {usd_text(price)}/GPU-h until {block.end_time.isoformat()}",
     )
     sl = SliceRecord(state.next_id("slice"), group, None, 1, None, state.at)
     sl.node_ids.append(node_id)

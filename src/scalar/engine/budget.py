@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.market import BlockGrant
-from scalar.domain.orderbook import format_usd
+from scalar.domain.money import cents_text, usd_cents
 from scalar.domain.reasons import Reason
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.lifecycle import OrderStatus
 
 if TYPE_CHECKING:
@@ -141,10 +142,6 @@ def period_window(at: datetime, period: str) -> tuple[datetime, datetime]:
     return start, end
 
 
-def _seconds(delta: timedelta) -> Decimal:
-    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)
-
-
 def spend_in(commitments: Iterable[Commitment], scope: str, start: datetime, end: datetime) -> Decimal:
     """What ``scope`` spends inside ``[start, end)`` if nothing is released early."""
     total = Decimal(0)
@@ -152,17 +149,13 @@ def spend_in(commitments: Iterable[Commitment], scope: str, start: datetime, end
         share = c.share_of(scope)
         lo, hi = max(c.start, start), min(c.end, end)
         if share and hi > lo:
-            total += c.usd_per_hour * share * _seconds(hi - lo) / _HOUR
+            total += c.usd_per_hour * share * exact_seconds(hi - lo) / _HOUR
     return total
 
 
 def rate_at(commitments: Iterable[Commitment], scope: str, at: datetime) -> Decimal:
     """``scope``'s spend rate at ``at`` (USD per hour)."""
     return sum((c.usd_per_hour * c.share_of(scope) for c in commitments if c.start <= at < c.end), Decimal(0))
-
-
-def _usd(value: Decimal) -> str:
-    return format_usd(value.quantize(Decimal("0.01")))
 
 
 def _who(scope: str) -> str:
@@ -183,11 +176,11 @@ def check_purchase(
             if committed + this > limit.usd_per_hour:
                 return Reason(
                     BUDGET_EXCEEDED,
-                    f"this purchase adds {_usd(this)}/h to {_who(limit.scope)} committed {_usd(committed)}/h; "
-                    f"its limit is {_usd(limit.usd_per_hour)}/h",
+                    f"this purchase adds {usd_cents(this)}/h to {_who(limit.scope)} committed {usd_cents(committed)}/h; "
+                    f"its limit is {usd_cents(limit.usd_per_hour)}/h",
                     "usd_per_hour",
-                    str(this.quantize(Decimal("0.01"))),
-                    str(committed.quantize(Decimal("0.01"))),
+                    cents_text(this),
+                    cents_text(committed),
                     str(limit.usd_per_hour),
                 )
         if limit.usd_per_period is not None:
@@ -200,12 +193,12 @@ def check_purchase(
                 if committed + this > limit.usd_per_period:
                     return Reason(
                         BUDGET_EXCEEDED,
-                        f"this purchase would spend {_usd(this)} in the {limit.period} from "
-                        f"{start.date().isoformat()}, where {_who(limit.scope)} committed {_usd(committed)}; its "
-                        f"limit is {_usd(limit.usd_per_period)} per {limit.period}",
+                        f"this purchase would spend {usd_cents(this)} in the {limit.period} from "
+                        f"{start.date().isoformat()}, where {_who(limit.scope)} committed {usd_cents(committed)}; its "
+                        f"limit is {usd_cents(limit.usd_per_period)} per {limit.period}",
                         f"usd_per_{limit.period}",
-                        str(this.quantize(Decimal("0.01"))),
-                        str(committed.quantize(Decimal("0.01"))),
+                        cents_text(this),
+                        cents_text(committed),
                         str(limit.usd_per_period),
                     )
                 start, end = end, period_window(end, limit.period)[1]
@@ -342,9 +335,9 @@ def budgets_text(limits: Sequence[BudgetLimit]) -> str:
         return "spend limits now: none"
     parts = []
     for lim in limits:
-        said = [f"{_usd(lim.usd_per_hour)}/h"] if lim.usd_per_hour is not None else []
+        said = [f"{usd_cents(lim.usd_per_hour)}/h"] if lim.usd_per_hour is not None else []
         if lim.usd_per_period is not None:
-            said.append(f"{_usd(lim.usd_per_period)} per {lim.period}")
+            said.append(f"{usd_cents(lim.usd_per_period)} per {lim.period}")
         who = "global" if lim.scope == GLOBAL else f"tenant {lim.scope}"
         parts.append(f"{who} {', '.join(said) or 'unlimited'}")
     return "spend limits now: " + "; ".join(parts)

@@ -18,7 +18,8 @@ from decimal import Decimal
 
 from scalar.domain.errors import DomainError
 from scalar.domain.market import CapacityRequest, NodeState
-from scalar.domain.orderbook import analyze_orderbook, format_usd
+from scalar.domain.money import usd
+from scalar.domain.orderbook import analyze_orderbook
 from scalar.domain.packing_text import fmt_duration, fmt_num
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import RoutingDecision
@@ -71,8 +72,8 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
                 held = sum(a.quantity_gpus for a in within)
                 return Reason(
                     "over_tier_cap",
-                    f"the {rec.instance_type} book's optimal level {format_usd(price)}/GPU-h is over the "
-                    f"{rec.tier.value} cap {format_usd(cap)}/GPU-h and the asks within the cap hold {held} of "
+                    f"the {rec.instance_type} book's optimal level {usd(price)}/GPU-h is over the "
+                    f"{rec.tier.value} cap {usd(cap)}/GPU-h and the asks within the cap hold {held} of "
                     f"{gpus} GPUs; waiting for cheaper asks",
                     "price_per_gpu_hour",
                     str(cap),
@@ -81,7 +82,7 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
                 )
             note = (
                 f"optimal level {capped.optimal_index} among the asks within the {rec.tier.value} cap "
-                f"{format_usd(cap)}/GPU-h (the whole book's optimum {format_usd(price)} is over it)"
+                f"{usd(cap)}/GPU-h (the whole book's optimum {usd(price)} is over it)"
             )
             price = capped.optimal_price_per_gpu_hour
             analysis = capped
@@ -92,7 +93,7 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
     if cap is not None and per_gpu > cap:
         return Reason(
             "over_tier_cap",
-            f"{rec.name} costs {format_usd(per_gpu)}/GPU-h, over the {rec.tier.value} cap {format_usd(cap)}/GPU-h",
+            f"{rec.name} costs {usd(per_gpu)}/GPU-h, over the {rec.tier.value} cap {usd(cap)}/GPU-h",
             "price_per_gpu_hour",
             str(cap),
             str(per_gpu),
@@ -101,7 +102,7 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
     note = f"{rec.provider}'s offer price in {offer.region}"
     why = Reason(
         "offer_price",
-        f"{rec.provider} sells {rec.instance_type} at a fixed {format_usd(per_gpu)}/GPU-h in {offer.region}",
+        f"{rec.provider} sells {rec.instance_type} at a fixed {usd(per_gpu)}/GPU-h in {offer.region}",
         "price_per_gpu_hour",
         have=str(per_gpu),
     )
@@ -242,7 +243,7 @@ def _place_order(
     )
     key = state.next_id("act")
     buying = (
-        f"buying {nodes}x {rec.instance_type} on {rec.provider} at {format_usd(price.per_gpu_hour)}/GPU-h "
+        f"buying {nodes}x {rec.instance_type} on {rec.provider} at {usd(price.per_gpu_hour)}/GPU-h "
         f"({price.note}) for {fmt_duration(duration)}; {sizing.text}"
     )
     if jobs:
@@ -271,7 +272,7 @@ def _place_order(
                 reason=Reason(
                     "waiting_for_capacity",
                     f"waiting for {nodes}x {rec.instance_type} bought on {rec.provider} at "
-                    f"{format_usd(price.per_gpu_hour)}/GPU-h (purchase {key})",
+                    f"{usd(price.per_gpu_hour)}/GPU-h (purchase {key})",
                 ),
             ),
         )

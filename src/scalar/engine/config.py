@@ -3,7 +3,8 @@
 ``ControllerConfig`` is a frozen value with sensible defaults; every field is validated on construction and
 an invalid one raises :class:`ConfigError` naming the key (``scale_groups[1].max_slices``).
 ``ControllerConfig.from_dict`` reads the plain-dict shape a TOML/YAML/JSON file parses into, refusing
-unknown keys, and ``to_dict`` writes it back.
+unknown keys, and ``to_dict`` writes it back; both go through :class:`ControllerFile`, the pydantic model of
+that shape (``engine/config_file.py``; the engine's values stay frozen dataclasses: docs/decisions/engine.md).
 
 A :class:`ScaleGroupConfig` is a filter over offer shapes, not one group: every offer shape it matches
 (provider x instance type x spot) becomes one scale group per tier it lists, each with the entry's
@@ -15,14 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.tier import Tier
-from scalar.engine.budget import BudgetLimit, limits_from_list
+from scalar.engine.budget import BudgetLimit
 
 DAY_S = 86_400
 DEFAULT_CONTRACT_LENGTH_S = 7 * DAY_S
@@ -278,118 +279,12 @@ class ControllerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerConfig:
         """Read the config file's shape; unknown keys and bad values raise ``ConfigError`` naming the key."""
-        if not isinstance(data, Mapping):
-            raise ConfigError("(root)", "must be a table of settings")
-        known = {f for f in cls.__dataclass_fields__}
-        for key in data:
-            if key not in known:
-                raise ConfigError(str(key), "unknown setting", f"use one of {', '.join(sorted(known))}")
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if key == "scale_groups":
-                if not isinstance(value, list | tuple):
-                    raise ConfigError("scale_groups", "must be a list of scale groups")
-                kwargs[key] = tuple(_group_from_dict(f"scale_groups[{i}]", g) for i, g in enumerate(value))
-            elif key == "tiers":
-                kwargs[key] = _tiers_from_dict(value)
-            elif key == "budgets":
-                try:
-                    kwargs[key] = limits_from_list(value)
-                except InvalidSpecError as err:
-                    raise ConfigError(err.field, err.problem, err.hint) from None
-            else:
-                kwargs[key] = value
-        return cls(**kwargs)
+        from scalar.engine.config_file import read_config  # pydantic: loaded only where a file is read
+
+        return read_config(data)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if name == "scale_groups":
-                out[name] = [_group_to_dict(g) for g in value]
-            elif name == "tiers":
-                out[name] = {
-                    t.value: {
-                        "max_price_per_gpu_hour": None
-                        if c.max_price_per_gpu_hour is None
-                        else str(c.max_price_per_gpu_hour)
-                    }
-                    for t, c in value.items()
-                }
-            elif name == "budgets":
-                out[name] = [limit.to_dict() for limit in value]
-            else:
-                out[name] = value
-        return out
+        """The config file's shape of this config (``from_dict(c.to_dict()) == c``)."""
+        from scalar.engine.config_file import ControllerFile
 
-
-def _tier(key: str, value: Any) -> Tier:
-    try:
-        return Tier.parse(value)
-    except ValueError as err:
-        raise ConfigError(key, str(err)) from None
-
-
-def _tiers_from_dict(value: Any) -> dict[Tier, TierConfig]:
-    if not isinstance(value, Mapping):
-        raise ConfigError("tiers", "must be a table like {FLEX = {max_price_per_gpu_hour = 10}}")
-    out: dict[Tier, TierConfig] = {}
-    for name, body in value.items():
-        tier = _tier(f"tiers.{name}", name)
-        key = f"tiers.{tier.value}"
-        if not isinstance(body, Mapping):
-            raise ConfigError(key, "must be a table")
-        for sub in body:
-            if sub != "max_price_per_gpu_hour":
-                raise ConfigError(f"{key}.{sub}", "unknown setting", "use max_price_per_gpu_hour")
-        cap = body.get("max_price_per_gpu_hour")
-        out[tier] = TierConfig(None if cap is None else _decimal(f"{key}.max_price_per_gpu_hour", cap))
-    return out
-
-
-def _decimal(key: str, value: Any) -> Decimal:
-    if isinstance(value, bool):
-        raise ConfigError(key, f"must be an amount, got {value!r}")
-    try:
-        return Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise ConfigError(key, f"must be an amount, got {value!r}") from None
-
-
-_LIST_FIELDS = ("providers", "instance_types", "gpu_models", "regions")
-
-
-def _group_from_dict(key: str, data: Any) -> ScaleGroupConfig:
-    if not isinstance(data, Mapping):
-        raise ConfigError(key, "must be a table")
-    known = set(ScaleGroupConfig.__dataclass_fields__)
-    kwargs: dict[str, Any] = {}
-    for name, value in data.items():
-        if name not in known:
-            raise ConfigError(f"{key}.{name}", "unknown setting", f"use one of {', '.join(sorted(known))}")
-        if name in _LIST_FIELDS:
-            if not isinstance(value, list | tuple):
-                raise ConfigError(f"{key}.{name}", "must be a list of names")
-            kwargs[name] = tuple(value)
-        elif name == "tiers":
-            if not isinstance(value, list | tuple):
-                raise ConfigError(f"{key}.tiers", "must be a list of tiers")
-            kwargs[name] = tuple(_tier(f"{key}.tiers[{i}]", t) for i, t in enumerate(value))
-        else:
-            kwargs[name] = value
-    group = ScaleGroupConfig(**kwargs)
-    group.validate(key)
-    return group
-
-
-def _group_to_dict(group: ScaleGroupConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in group.__dataclass_fields__:
-        value = getattr(group, name)
-        if name in _LIST_FIELDS:
-            out[name] = list(value)
-        elif name == "tiers":
-            out[name] = [t.value for t in value]
-        else:
-            out[name] = value
-    return out
+        return ControllerFile.of(self).model_dump()

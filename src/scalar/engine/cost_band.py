@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from scalar.domain.contracts import JobCost, expected_job_cost
 from scalar.domain.market import NodeState
-from scalar.domain.orderbook import format_usd
+from scalar.domain.money import usd
 from scalar.domain.packing_model import Job
 from scalar.domain.procurement import ProcurementPolicy, cost_band, hosting_cost_per_hour
 from scalar.domain.reasons import Reason
@@ -95,7 +95,7 @@ class HostCosts:
                 why = Reason(
                     "costlier_host",
                     f"{view} would host it at {detail[view].describe()}, over "
-                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {format_usd(cheapest)}/work-h",
+                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {usd(cheapest)}/work-h",
                     "cost_per_work_hour",
                     str(cheapest),
                     str(priced[view]),

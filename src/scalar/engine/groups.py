@@ -23,6 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.gpus import canonical_gpu_model
+from scalar.domain.money import usd_fixed_plain
 from scalar.domain.offers import Offer
 from scalar.domain.packing_model import Job
 from scalar.domain.reasons import Reason
@@ -172,7 +173,7 @@ def group_rejection(job: Job, rec: GroupRecord, config: ControllerConfig) -> Rea
     if cap is not None and price is not None and price > cap:
         return Reason(
             "over_tier_cap",
-            f"{rec.name} costs ${price:.2f}/GPU-h, over the {job.tier.value} cap of ${cap:.2f}",
+            f"{rec.name} costs {usd_fixed_plain(price)}/GPU-h, over the {job.tier.value} cap of {usd_fixed_plain(cap)}",
             "price_per_gpu_hour",
             str(price),
             str(price),

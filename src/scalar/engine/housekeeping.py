@@ -22,6 +22,7 @@ from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
 from scalar.domain.release import DEFAULT_RESTART_S, idle_hold
 from scalar.domain.tier import Tier
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
 from scalar.engine.state import BlockRecord, ClusterState, NodeRecord
@@ -29,10 +30,6 @@ from scalar.engine.transitions import back_off, lose_node, older_than, release_b
 
 _HOUR = Decimal(3600)
 _ZERO = Decimal(0)
-
-
-def exact_seconds(delta: timedelta) -> Decimal:
-    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)
 
 
 def accrue(state: ClusterState, now: datetime) -> None:

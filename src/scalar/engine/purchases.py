@@ -13,11 +13,12 @@ from decimal import Decimal
 from scalar.domain.errors import DomainError
 from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.market import BlockGrant, NodeState, Order, OrderState
+from scalar.domain.money import usd_text
 from scalar.domain.packing_model import Block, Node
 from scalar.domain.reasons import Reason
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.groups import group_name
-from scalar.engine.housekeeping import exact_seconds
 from scalar.engine.lifecycle import OPEN_ORDER_STATES, OrderStatus
 from scalar.engine.state import BlockRecord, ClusterState, GroupRecord, NodeRecord, OrderRecord, SliceRecord
 from scalar.engine.transitions import back_off
@@ -140,7 +141,7 @@ def _fill(state: ClusterState, config: ControllerConfig, rec: OrderRecord, order
     reason = Reason(
         "filled",
         f"order {rec.key} filled{f' after it was {rec.status} (adopted)' if late else ''}: block {grant.block_id}, "
-        f"{len(grant.node_ids)}x {grant.instance_type} at ${grant.price_per_gpu_hour}/GPU-h until "
+        f"{len(grant.node_ids)}x {grant.instance_type} at {usd_text(grant.price_per_gpu_hour)}/GPU-h until "
         f"{grant.end_time.isoformat()}",
         "nodes",
         rec.request.node_count,

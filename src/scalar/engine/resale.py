@@ -29,7 +29,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from scalar.domain.market import NodeState, SaleFill
-from scalar.domain.orderbook import format_usd, optimal_ask
+from scalar.domain.money import usd
+from scalar.domain.orderbook import optimal_ask
 from scalar.domain.reasons import Reason
 from scalar.domain.release import BLOCK_SELLERS, MIN_HOLD_S
 from scalar.engine.actions import SellCapacity
@@ -133,7 +134,7 @@ def resale_step(
         why = (
             f"block {block_id} idle with {remaining_h:.2f} h left; forecast {forecast:.1f} GPU-h keeps "
             f"{kept:.2f} h of its {gpus} GPUs: offering the last {hours} h ({gpus * hours} GPU-h) at "
-            f"{format_usd(price)}/GPU-h, expected proceeds {format_usd(proceeds)} ({ask.reason.message})"
+            f"{usd(price)}/GPU-h, expected proceeds {usd(proceeds)} ({ask.reason.message})"
         )
         reason = Reason("sell_unused_capacity", why, "gpu_hours", round(forecast, 3), gpus * hours)
         out.append(
@@ -239,7 +240,7 @@ def on_sale_updated(state: ClusterState, event: SaleUpdated) -> None:
     why = (
         f"sell order {offer.action_id}: {len(fill.node_ids_sold)} of {len(offer.node_ids)} node(s) sold from "
         f"{fill.cut.isoformat()} ({fill.gpus_sold} GPUs x {fill.hours} h at "
-        f"{format_usd(fill.price_per_gpu_hour)}/GPU-h): {format_usd(credited)} credited to the buyer"
+        f"{usd(fill.price_per_gpu_hour)}/GPU-h): {usd(credited)} credited to the buyer"
     )
     state.note(
         "sale",

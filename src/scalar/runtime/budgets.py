@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from scalar.domain.market import Order, OrderState
+from scalar.domain.money import cents_text
 from scalar.domain.reasons import Reason
 from scalar.engine import Action, BuyCapacity
 from scalar.engine.budget import (
@@ -142,12 +143,10 @@ def get_limits(store: Store, now: datetime) -> dict[str, Any]:
         usage.append(
             {
                 "scope": scope,
-                "committed_usd_per_hour": str(rate_at(spend, scope, now).quantize(Decimal("0.01"))),
+                "committed_usd_per_hour": cents_text(rate_at(spend, scope, now)),
                 "period": period,
                 "period_start": start.isoformat(),
-                "committed_usd_this_period": str(
-                    spend_in(spend, scope, start, end).quantize(Decimal("0.01"))
-                ),
+                "committed_usd_this_period": cents_text(spend_in(spend, scope, start, end)),
             }
         )
     return {"limits": [x.to_dict() for x in limits], "usage": usage}

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from scalar.domain.money import micros_text
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
 from scalar.domain.tier import Tier
@@ -43,7 +44,7 @@ from scalar.engine.validation import validate_job_spec
 from scalar.runtime.jobs import spec_from_fields
 from scalar.runtime.leader import MARKET_SNAPSHOT_KEY, SNAPSHOT_KEY
 from scalar.runtime.settings import Settings
-from scalar.runtime.views import HOUR, money
+from scalar.runtime.views import HOUR
 from scalar.store import Store
 
 PREVIEW_ID = "job-preview"
@@ -162,13 +163,13 @@ def _placed(
             "instance_type": node.node.block.instance_type,
             "gpus_free": free,
             "gpu_indices": list(action.gpu_indices),
-            "price_per_gpu_hour": money(price),
+            "price_per_gpu_hour": micros_text(price),
         },
-        job_cost=money(cost),
+        job_cost=micros_text(cost),
         reason=(
             f"the controller places it on READY node {node_id} ({node.node.block.provider} "
             f"{node.node.block.instance_type}, {free} GPUs free) now: no purchase; its share of that contract "
-            f"is ${money(cost)} ({spec.gpu_count} GPUs x ${money(price)}/GPU-h x {hours:.3f} h), already paid "
+            f"is ${micros_text(cost)} ({spec.gpu_count} GPUs x ${micros_text(price)}/GPU-h x {hours:.3f} h), already paid "
             f"for. {action.reason.message.replace(PREVIEW_ID, 'the job')}"
         ),
     )
@@ -200,23 +201,23 @@ def _bought(
             "spot": req.spot,
             "gpus_per_node": req.gpus_per_node,
             "node_count": req.node_count,
-            "price_per_gpu_hour": money(price),
+            "price_per_gpu_hour": micros_text(price),
             "limit_price_per_gpu_hour": None
             if req.limit_price_per_gpu_hour is None
-            else money(req.limit_price_per_gpu_hour),
-            "price_per_hour": money(rate),
+            else micros_text(req.limit_price_per_gpu_hour),
+            "price_per_hour": micros_text(rate),
             "contract_s": float(req.duration_s),
-            "committed": money(committed),
+            "committed": micros_text(committed),
             "for_jobs": len(action.for_jobs),
             "offers_that_fit": eligible,
         },
-        job_cost=money(cost),
-        new_commitment=money(committed),
+        job_cost=micros_text(cost),
+        new_commitment=micros_text(committed),
         reason=(
             f"the controller buys {req.node_count}x {req.instance_type} on {req.provider} at "
-            f"${money(price)}/GPU-h for it (and {len(action.for_jobs) - 1} other waiting jobs); the job's GPUs "
-            f"cost ${money(cost)} over {hours:.3f} h, the contract commits ${money(committed)} "
-            f"(${money(rate)}/h for {req.duration_s} s). {action.reason.message.replace(PREVIEW_ID, 'the job')}"
+            f"${micros_text(price)}/GPU-h for it (and {len(action.for_jobs) - 1} other waiting jobs); the job's GPUs "
+            f"cost ${micros_text(cost)} over {hours:.3f} h, the contract commits ${micros_text(committed)} "
+            f"(${micros_text(rate)}/h for {req.duration_s} s). {action.reason.message.replace(PREVIEW_ID, 'the job')}"
         ),
     )
     return out

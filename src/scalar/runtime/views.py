@@ -18,6 +18,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
 
+from scalar.domain.money import micros_text
+from scalar.domain.timefmt import exact_seconds, parse_iso
 from scalar.engine import Controller
 from scalar.engine.queries import JobExplanation
 from scalar.runtime.leader import Leader
@@ -54,18 +56,6 @@ def iso(at: datetime | None) -> str | None:
     return None if at is None else at.isoformat()
 
 
-def parse_time(raw: Any) -> datetime | None:
-    return datetime.fromisoformat(raw) if isinstance(raw, str) and raw else None
-
-
-def money(value: Decimal) -> str:
-    return str(value.quantize(Decimal("0.000001")))
-
-
-def exact_seconds(delta: timedelta) -> Decimal:
-    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)
-
-
 def rows(tx: Tx, table: str, state: str | None = None) -> list[Projection]:
     return tx.list_projection(table, state, limit=ALL_ROWS)
 
@@ -98,7 +88,7 @@ def block_cost(row: Projection, now: datetime) -> BlockCost:
     data = row.data
     gpus = int(data.get("gpus_per_node", 0)) * len(data.get("node_ids", []))
     price = Decimal(data["price_per_gpu_hour"])
-    start, end = parse_time(data["start_time"]), parse_time(data["end_time"])
+    start, end = parse_iso(data["start_time"]), parse_iso(data["end_time"])
     assert start is not None and end is not None
     accrued = Decimal(data["accrued"])
     if row.state == "open" and row.updated_at is not None:
@@ -290,13 +280,13 @@ class ClusterViews:
                     "node_count": len(d.get("node_ids", [])),
                     "gpus_per_node": d.get("gpus_per_node"),
                     "gpu_count": cost.gpus,
-                    "price_per_gpu_hour": money(cost.price_per_gpu_hour),
-                    "price_per_hour": money(cost.rate_per_hour),
+                    "price_per_gpu_hour": micros_text(cost.price_per_gpu_hour),
+                    "price_per_hour": micros_text(cost.rate_per_hour),
                     "start_time": iso(cost.start),
                     "end_time": iso(cost.end),
                     "expires_in_s": None if expires_in is None else round(max(0.0, expires_in), 3),
-                    "committed": money(cost.committed),
-                    "accrued": money(cost.accrued),
+                    "committed": micros_text(cost.committed),
+                    "accrued": micros_text(cost.accrued),
                 }
             )
             committed += cost.committed
@@ -308,9 +298,9 @@ class ClusterViews:
             "blocks": len(out),
             "open_blocks": sum(1 for b in out if b["status"] == "open"),
             "open_gpus": gpus,
-            "open_price_per_hour": money(open_rate),
-            "committed": money(committed),
-            "accrued": money(accrued),
+            "open_price_per_hour": micros_text(open_rate),
+            "committed": micros_text(committed),
+            "accrued": micros_text(accrued),
         }
         shown = keyset_slice(out, "block_id", limit, after, descending)
         return {"blocks": shown, "count": len(shown), "status": status, "totals": totals, "at": iso(now)}
@@ -342,10 +332,10 @@ def queue_position(job_id: str, pending: Iterable[Projection]) -> tuple[int | No
 
 
 def waiting_s(job: dict[str, Any], now: datetime) -> float | None:
-    submitted = parse_time(job.get("submitted_at"))
+    submitted = parse_iso(job.get("submitted_at"))
     if submitted is None:
         return None
-    end = parse_time(job.get("started_at")) or parse_time(job.get("finished_at")) or now
+    end = parse_iso(job.get("started_at")) or parse_iso(job.get("finished_at")) or now
     return round(max(0.0, (end - submitted).total_seconds()), 3)
 
 
@@ -353,12 +343,12 @@ def time_to_ready_s(orders: list[Projection], nodes: list[Projection]) -> list[f
     """For each filled purchase whose nodes all came up: seconds from placing it to its last node READY."""
     ready: dict[str, list[datetime]] = {}
     for n in nodes:
-        at = parse_time(n.data.get("ready_at"))
+        at = parse_iso(n.data.get("ready_at"))
         if at is not None and n.parent_id:
             ready.setdefault(n.parent_id, []).append(at)
     out = []
     for o in orders:
-        block, placed = o.data.get("block_id"), parse_time(o.data.get("placed_at"))
+        block, placed = o.data.get("block_id"), parse_iso(o.data.get("placed_at"))
         if o.state == "filled" and block in ready and placed is not None:
             out.append(max(0.0, (max(ready[block]) - placed).total_seconds()))
     return out
@@ -374,14 +364,14 @@ def purchase_for(
         return None
     order = max(mine, key=lambda o: (str(o.data.get("placed_at")), o.id))
     d = order.data
-    placed = parse_time(d.get("placed_at"))
+    placed = parse_iso(d.get("placed_at"))
     block = d.get("block_id")
     block_nodes = [n for n in nodes if block is not None and n.parent_id == block]
     node_states = sorted({str(n.state) for n in block_nodes})
     cfg = settings.controller
     deadline = placed + timedelta(seconds=cfg.request_timeout_s + cfg.boot_timeout_s) if placed else None
     history = time_to_ready_s(orders, nodes)
-    ready_times = [parse_time(n.data.get("ready_at")) for n in block_nodes]
+    ready_times = [parse_iso(n.data.get("ready_at")) for n in block_nodes]
     eta: datetime | None = None
     basis: str
     if block_nodes and all(t is not None for t in ready_times):
@@ -478,7 +468,7 @@ def slot_row(
                 "vram_total_gb": total_vram,
             }
         )
-    end = parse_time(data.get("end_time"))
+    end = parse_iso(data.get("end_time"))
     gpu_count = int(data.get("gpu_count") or 0)
     free = gpu_count if data.get("gpus_free") is None else int(data["gpus_free"])
     return {

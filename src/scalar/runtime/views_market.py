@@ -13,6 +13,8 @@ from typing import Any
 
 from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import NodeState
+from scalar.domain.money import micros_text
+from scalar.domain.timefmt import exact_seconds, parse_iso
 from scalar.engine import Controller
 from scalar.engine.costs import (
     BlockAccount,
@@ -31,10 +33,7 @@ from scalar.runtime.views import (
     BlockCost,
     ClusterViews,
     block_cost,
-    exact_seconds,
     iso,
-    money,
-    parse_time,
     rows,
 )
 from scalar.wire.routing import decision_to_json
@@ -79,8 +78,8 @@ def _consolidation(c: Controller) -> dict[str, Any]:
             "block_id": d.block_id,
             "code": d.reason.code,
             "reason": d.reason.message,
-            "saving": money(d.saving),
-            "restart_cost": money(d.restart_cost),
+            "saving": micros_text(d.saving),
+            "restart_cost": micros_text(d.restart_cost),
             "moves": [
                 {
                     "job_id": m.job_id,
@@ -244,11 +243,11 @@ def block_account(row: Any, now: datetime) -> BlockAccount:
         sold_back_cost=Decimal(data.get("sold_back_cost") or 0),
         buyers=tuple(str(t) for t in data.get("buyers") or ()),
     )
-    since = parse_time(data.get("accounted_at"))
-    end = parse_time(data.get("end_time"))
+    since = parse_iso(data.get("accounted_at"))
+    end = parse_iso(data.get("end_time"))
     if row.state != "open" or since is None or end is None:
         return account
-    start = parse_time(data.get("start_time")) or since
+    start = parse_iso(data.get("start_time")) or since
     since = max(since, start)
     until = min(now, end)
     if until <= since:
@@ -263,16 +262,16 @@ def _line(line: CostLine) -> dict[str, Any]:
     per = line.cost_per_delivered_gpu_hour
     return {
         "blocks": line.blocks,
-        "committed": money(line.committed),
-        "accrued": money(line.accrued),
-        "paid_gpu_hours": money(line.paid_gpu_hours),
-        "delivered_gpu_hours": money(line.delivered_gpu_hours),
-        "idle_gpu_hours": money(line.idle_gpu_hours),
-        "idle_cost": money(line.idle_cost),
-        "sold_back_gpu_hours": money(line.sold_back_gpu_hours),
-        "sold_back_revenue": money(line.sold_back_revenue),
-        "net_cost": money(line.net_cost),
-        "cost_per_delivered_gpu_hour": None if per is None else money(per),
+        "committed": micros_text(line.committed),
+        "accrued": micros_text(line.accrued),
+        "paid_gpu_hours": micros_text(line.paid_gpu_hours),
+        "delivered_gpu_hours": micros_text(line.delivered_gpu_hours),
+        "idle_gpu_hours": micros_text(line.idle_gpu_hours),
+        "idle_cost": micros_text(line.idle_cost),
+        "sold_back_gpu_hours": micros_text(line.sold_back_gpu_hours),
+        "sold_back_revenue": micros_text(line.sold_back_revenue),
+        "net_cost": micros_text(line.net_cost),
+        "cost_per_delivered_gpu_hour": None if per is None else micros_text(per),
         "utilization": round(float(line.delivered_gpu_hours / line.paid_gpu_hours), 6)
         if line.paid_gpu_hours
         else None,
@@ -283,10 +282,10 @@ def _tenants(rows: tuple[TenantCost, ...]) -> list[dict[str, Any]]:
     return [
         {
             "tenant": t.tenant,
-            "gpu_hours": money(t.gpu_hours),
-            "cost": money(t.cost),
-            "sold_back_gpu_hours": money(t.sold_back_gpu_hours),
-            "sold_back_revenue": money(t.sold_back_revenue),
+            "gpu_hours": micros_text(t.gpu_hours),
+            "cost": micros_text(t.cost),
+            "sold_back_gpu_hours": micros_text(t.sold_back_gpu_hours),
+            "sold_back_revenue": micros_text(t.sold_back_revenue),
         }
         for t in rows
     ]
@@ -357,9 +356,9 @@ def spend_series(block_costs: list[BlockCost], now: datetime, points: int) -> li
         out.append(
             {
                 "at": iso(at),
-                "spend": money(total),
-                "spend_in_interval": money(total - previous),
-                "by_provider": {p: money(v) for p, v in sorted(per.items())},
+                "spend": micros_text(total),
+                "spend_in_interval": micros_text(total - previous),
+                "by_provider": {p: micros_text(v) for p, v in sorted(per.items())},
             }
         )
         previous = total
@@ -441,10 +440,10 @@ def status_summary(views: ClusterViews, health: dict[str, Any]) -> dict[str, Any
         },
         "spend": {
             "currency": "USD",
-            "accrued": money(sum(spend.values(), Decimal(0))),
-            "by_provider": {p: money(v) for p, v in sorted(spend.items())},
-            "committed": money(snap["committed"]),
-            "open_price_per_hour": money(snap["open_price_per_hour"]),
+            "accrued": micros_text(sum(spend.values(), Decimal(0))),
+            "by_provider": {p: micros_text(v) for p, v in sorted(spend.items())},
+            "committed": micros_text(snap["committed"]),
+            "open_price_per_hour": micros_text(snap["open_price_per_hour"]),
         },
         "slices": slices,
         "orders_by_status": snap["orders_by_status"],

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scalar.domain.money import usd_axis
+
 MARGIN_LEFT = 56.0
 MARGIN_RIGHT = 12.0
 MARGIN_TOP = 10.0
@@ -85,10 +87,6 @@ class _Scale:
         return self.start + (value - self.low) / (self.high - self.low) * (self.end - self.start)
 
 
-def _money(value: float) -> str:
-    return f"${value:,.2f}" if abs(value) < 1000 else f"${value:,.0f}"
-
-
 def depth_chart(
     asks: Sequence[tuple[float, float]],
     bids: Sequence[tuple[float, float]],
@@ -114,10 +112,10 @@ def depth_chart(
     y = _Scale(0, top * 1.05, chart.bottom, chart.top)
     chart.paths["asks"] = _steps(asks, x, y, toward=high)
     chart.paths["bids"] = _steps(bids, x, y, toward=low)
-    chart.x_ticks = [Tick(x(t), _money(t)) for t in _nice_ticks(low, high, 6)]
+    chart.x_ticks = [Tick(x(t), usd_axis(t)) for t in _nice_ticks(low, high, 6)]
     chart.y_ticks = [Tick(y(t), f"{t:,.0f}") for t in _nice_ticks(0, top * 1.05, 4)]
     if optimal_price is not None:
-        chart.markers.append({"x": x(optimal_price), "label": f"optimal {_money(optimal_price)}"})
+        chart.markers.append({"x": x(optimal_price), "label": f"optimal {usd_axis(optimal_price)}"})
     if required_gpus:
         chart.markers.append({"y": y(required_gpus), "label": f"need {required_gpus:,.0f} GPUs"})
     return chart
@@ -161,8 +159,8 @@ def line_chart(
     line = " ".join(f"{'M' if i == 0 else 'L'}{x(px):.1f},{y(py):.1f}" for i, (px, py) in enumerate(points))
     chart.paths["line"] = line
     chart.paths["area"] = f"{line} L{x(xs[-1]):.1f},{y(0):.1f} L{x(xs[0]):.1f},{y(0):.1f}Z"
-    chart.y_ticks = [Tick(y(t), _money(t) if money else f"{t:,.0f}") for t in _nice_ticks(0, y_high, 4)]
+    chart.y_ticks = [Tick(y(t), usd_axis(t) if money else f"{t:,.0f}") for t in _nice_ticks(0, y_high, 4)]
     chart.x_ticks = [Tick(x(at), text) for at, text in x_labels]
     for px, py in points[-1:]:
-        chart.markers.append({"x": x(px), "y": y(py), "label": _money(py) if money else f"{py:,.0f}"})
+        chart.markers.append({"x": x(px), "y": y(py), "label": usd_axis(py) if money else f"{py:,.0f}"})
     return chart

@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from scalar.domain.money import usd_price_signed, usd_signed
+from scalar.domain.timefmt import iso_z, parse_time
+
 MISSING = "-"
 
 
@@ -23,8 +26,7 @@ def usd(value: Any, digits: int = 2) -> str:
     amount = number(value)
     if amount is None:
         return MISSING
-    sign = "-" if amount < 0 else ""
-    return f"{sign}${abs(amount):,.{digits}f}"
+    return usd_signed(amount, digits)
 
 
 def per_gpu_hour(value: Any) -> str:
@@ -32,7 +34,7 @@ def per_gpu_hour(value: Any) -> str:
     amount = number(value)
     if amount is None:
         return MISSING
-    return usd(amount, 4 if abs(amount) < 1 else 2)
+    return usd_price_signed(amount)
 
 
 def quantity(value: Any) -> str:
@@ -69,20 +71,6 @@ def duration(value: Any) -> str:
     return f"{sign}{secs}s"
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time (``Z`` or an offset; a naive time is taken as UTC), else None."""
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str) and value:
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    else:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def clock(value: Any) -> str:
     """A time as ``HH:MM:SS`` UTC (the date too when it is not today)."""
     parsed = parse_time(value)
@@ -96,7 +84,7 @@ def clock(value: Any) -> str:
 
 def iso(value: Any) -> str:
     parsed = parse_time(value)
-    return parsed.astimezone(UTC).isoformat().replace("+00:00", "Z") if parsed else ""
+    return iso_z(parsed) if parsed else ""
 
 
 def seconds_between(start: Any, end: Any) -> float | None:

@@ -14,8 +14,9 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
+from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
-from scalar.web.formatting import number, parse_time, seconds_between
+from scalar.web.formatting import number, seconds_between
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")

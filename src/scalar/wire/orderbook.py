@@ -8,7 +8,7 @@ scores that explain the choice. The CLI prints it; the HTTP API returns the same
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, StrictStr
@@ -16,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, Str
 from scalar.domain.money import round_micros, to_decimal, to_json_number
 from scalar.domain.orderbook import BookOrder, LevelScore, OrderbookAnalysis
 from scalar.domain.reasons import Reason
+from scalar.domain.timefmt import iso_z
 
 JsonNumber = float | int
 
@@ -147,7 +148,7 @@ def format_timestamp(moment: datetime) -> str:
     """ISO 8601 in UTC with a ``Z``: ``2025-01-09T12:00:00Z``."""
     if moment.tzinfo is None:
         raise ValueError("last_updated needs a time zone")
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return iso_z(moment)
 
 
 def _money(value: Decimal) -> JsonNumber:

@@ -18,6 +18,7 @@ from scalar.domain.arbitrage import (
 from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.money import round_micros, to_decimal, to_json_number
 from scalar.domain.offers import Offer
+from scalar.domain.timefmt import parse_time
 
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
@@ -39,11 +40,10 @@ _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
 
 def _timestamp(value: int | float | str) -> datetime:
     if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError("must be milliseconds since the epoch or an ISO 8601 time") from None
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        parsed = parse_time(value)
+        if parsed is None:
+            raise ValueError("must be milliseconds since the epoch or an ISO 8601 time")
+        return parsed
     if not (0 <= value <= _MAX_MS):
         raise ValueError("must be milliseconds since the epoch (0 to year 9999)")
     return datetime.fromtimestamp(value / 1000, tz=UTC)

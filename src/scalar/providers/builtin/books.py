@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from scalar.domain.money import round_cents
+from scalar.domain.money import round_cents, usd_text
 from scalar.domain.orderbook import BookOrder
 from scalar.providers.builtin.draws import rng_for
 
@@ -202,7 +202,7 @@ def match_buy(asks: Sequence[Level], needed_gpus: int, limit_price_per_gpu_hour:
         )
         return Match(
             (),
-            f"limit price ${limit_price_per_gpu_hour}/GPU-h is below the asks needed: {needed_gpus} GPUs fill "
-            f"only up to ${worst}/GPU-h, and {within} GPUs are offered at or below the limit",
+            f"limit price {usd_text(limit_price_per_gpu_hour)}/GPU-h is below the asks needed: {needed_gpus} GPUs fill "
+            f"only up to {usd_text(worst)}/GPU-h, and {within} GPUs are offered at or below the limit",
         )
     return Match(tuple(parts), None)

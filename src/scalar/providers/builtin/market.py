@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from scalar.domain.contracts import work_rate
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, SaleFill
+from scalar.domain.money import usd_text
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.domain.tier import Tier
 from scalar.providers.base import Book, Provider, ProviderError
@@ -276,7 +277,7 @@ class BuiltinMarket:
                     hours, price = sold
                     reason += (
                         f"; the remaining {hours} h of {len(unsold)} node(s) went back on the book at "
-                        f"${price}/GPU-h"
+                        f"{usd_text(price)}/GPU-h"
                     )
                     extra = {"sold_back_hours": str(hours), "sold_back_price_per_gpu_hour": str(price)}
             write_events(conn, terminate_nodes(conn, rows, at_us, CAUSE_RELEASED, reason, extra))

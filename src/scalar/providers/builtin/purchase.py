@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeState, Order, OrderState
-from scalar.domain.money import round_micros
+from scalar.domain.money import round_micros, usd_text
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.books import match_buy
@@ -145,8 +145,8 @@ def _book_grant(
     )
     low = min(part.price_per_gpu_hour for part in match.parts)
     reason = (
-        f"filled {needed} GPUs from {len(match.parts)} ask(s) at ${low}-${match.worst_price_per_gpu_hour}/GPU-h "
-        f"(average ${grant.price_per_gpu_hour}), {hours:.2f} h billed, {grant.total_cents} cents"
+        f"filled {needed} GPUs from {len(match.parts)} ask(s) at {usd_text(low)}-{usd_text(match.worst_price_per_gpu_hour)}/GPU-h "
+        f"(average {usd_text(grant.price_per_gpu_hour)}), {hours:.2f} h billed, {grant.total_cents} cents"
     )
     return grant, reason
 
@@ -205,8 +205,8 @@ def _fixed_grant(
     limit = request.limit_price_per_gpu_hour
     if limit is not None and price > limit:
         return _reject(
-            f"limit price ${limit}/GPU-h is below {request.provider}'s {kind} price of "
-            f"${round_micros(price)}/GPU-h for {offer.instance_type} in {offer.region}"
+            f"limit price {usd_text(limit)}/GPU-h is below {request.provider}'s {kind} price of "
+            f"{usd_text(round_micros(price))}/GPU-h for {offer.instance_type} in {offer.region}"
         )
     start = now_us
     end = start + max(1, scaled_us(request.duration_s, config.time_scale))
@@ -233,7 +233,7 @@ def _fixed_grant(
     )
     reason = (
         f"{kind} {offer.instance_type} in {offer.region}/{offer.availability_zone or '-'} at "
-        f"${grant.price_per_gpu_hour}/GPU-h, {grant.total_cents} cents for {request.duration_s} s"
+        f"{usd_text(grant.price_per_gpu_hour)}/GPU-h, {grant.total_cents} cents for {request.duration_s} s"
     )
     return grant, reason
 

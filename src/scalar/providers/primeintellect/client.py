@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
+from scalar.domain.money import usd_fixed_plain
 from scalar.domain.offers import PRIME, Offer
 from scalar.domain.tier import Tier
 from scalar.providers.base import Book, ProviderError
@@ -248,8 +249,8 @@ class PrimeIntellectProvider:
                 return self._rejected(
                     request,
                     idempotency_key,
-                    f"cheapest {request.instance_type} costs ${listing.price_per_gpu_hour:.4f}/GPU-h, "
-                    f"above the limit ${limit:.4f}/GPU-h",
+                    f"cheapest {request.instance_type} costs {usd_fixed_plain(listing.price_per_gpu_hour, 4)}/GPU-h, "
+                    f"above the limit {usd_fixed_plain(limit, 4)}/GPU-h",
                 )
             for index in missing:
                 pod = self.create_pod(listing, pod_name(block_id, index))

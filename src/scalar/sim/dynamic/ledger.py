@@ -22,13 +22,13 @@ from decimal import Decimal
 
 from scalar.domain.market import BlockGrant, NodeEvent, NodeState
 from scalar.domain.offers import SFCOMPUTE
+from scalar.domain.timefmt import exact_seconds
 
 _HOUR = Decimal(3600)
 
 
 def seconds(a: datetime, b: datetime) -> Decimal:
-    delta = b - a
-    return Decimal(delta.days * 86_400 + delta.seconds) + Decimal(delta.microseconds) / Decimal(1_000_000)
+    return exact_seconds(b - a)
 
 
 @dataclass(slots=True)
