@@ -126,7 +126,7 @@ def usd_price(amount: float) -> str:
     return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
 
 
-def usd_trimmed(amount: float) -> str:
+def usd_trimmed(amount: float | Decimal) -> str:
     """``2.3`` -> ``$2.30``, ``2.1875`` -> ``$2.1875``: 4 decimals with trailing zeros dropped down to 2."""
     text = f"{float(amount):,.4f}"
     while text.endswith("0") and len(text.split(".")[1]) > 2:
