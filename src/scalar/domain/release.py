@@ -5,15 +5,15 @@ saves nothing by itself, so an idle block is held for the configured ``max_hold_
 as before. A seller billing running time (Prime Intellect, RunPod, the clouds) is paid per billing unit
 while the node is held, so holding an idle node costs its price every second; releasing it costs the next
 job a new purchase: ``restart_s`` seconds until a new node is READY, paid while it boots, and waited by
-the job. The hold weighs the two with the arrival forecast (jobs of the node's tier per hour in the recent
-past, expected gap ``3600 / rate``):
+the job. The hold weighs the two with the arrival forecast (jobs the node could host per hour in the
+recent past, expected gap ``3600 / rate``):
 
 - the next job is expected within ``2 x restart_s`` (a second of waiting counted as a second of the
   node's price, plus the boot paid again): the node is held ``2 x restart_s`` (at least the short hold
   below, at most ``max_hold_s``), what a re-purchase would have cost (ski rental: never more than twice the
   cheaper choice in hindsight);
-- otherwise it is held ``MIN_HOLD_S`` (jobs placed in the same step always go first), rounded up to a
-  whole billing unit, never beyond ``max_hold_s``.
+- otherwise it is held ``MIN_HOLD_S`` of the seller's time (a billing minute; jobs placed in the same
+  step always go first), rounded up to a whole billing unit, never beyond ``max_hold_s``.
 
 Two clocks: the hold, the restart time and the arrival gap are in the engine's seconds; billing units, the
 short hold and the default restart time are the seller's. A market run faster than the engine's clock
