@@ -2,7 +2,9 @@
 SQLite database, sampled from minute 3 to minute 7.
 
 - utilisation: the mean of ``gpus.allocated / gpus.total`` from ``GET /status``, sampled every 5 s
-  (target >= 75%);
+  (target >= 75%); and, as its own figure, the same over the capacity bought in the market alone, without
+  the user's own nodes (the local agent's fake GPUs: the demo's jobs carry no command, so they never run
+  there; ``GET /nodes``, ``own_nodes``);
 - FAST p99 wait: over the FAST jobs submitted in the window, submission to start (a job still waiting
   counts its wait so far), in wall seconds and in market minutes (x the time scale); target < 10 minutes;
 - cost, two measures (``cost_measures``), each against the cheapest eligible offer weighted over the jobs
@@ -198,6 +200,32 @@ def _ratio(value: Decimal | None, floor: Decimal | None) -> float | None:
     return None if value is None or floor is None or floor == 0 else round(float(value / floor), 3)
 
 
+OWN_PROVIDERS = frozenset({"local"})  # the user's own hosts (``scalar up``'s local agent), not bought
+
+
+def own_nodes(nodes: list[dict[str, Any]]) -> tuple[int, int]:
+    """GPUs and allocated GPUs on the READY nodes the user owns (not bought in the market)."""
+    ready = [n for n in nodes if n.get("state") == "ready" and n.get("provider") in OWN_PROVIDERS]
+    return (
+        sum(int(n.get("gpu_count") or 0) for n in ready),
+        sum(int(n.get("gpus_allocated") or 0) for n in ready),
+    )
+
+
+def market_utilisation(allocated: int, total: int, own_total: int, own_allocated: int) -> float:
+    """``allocated / total`` over the bought capacity alone (0 when none is READY)."""
+    bought = total - own_total
+    return (allocated - own_allocated) / bought if bought > 0 else 0.0
+
+
+def idle_by_provider(costs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Paid and idle GPU-hours and the idle spend per provider, from ``GET /costs``."""
+    return {
+        str(row.get("provider")): {k: row.get(k) for k in ("paid_gpu_hours", "idle_gpu_hours", "idle_cost")}
+        for row in costs.get("by_provider") or []
+    }
+
+
 def node_models(http: httpx.Client) -> dict[str, str | None]:
     """Every node's GPU model, gone ones included (``GET /nodes``, every page)."""
     out: dict[str, str | None] = {}
@@ -245,6 +273,8 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}"
     start = time.monotonic()
     samples: list[float] = []
+    market_samples: list[float] = []
+    own_gpus: list[int] = []
     prices: list[tuple[datetime, list[dict[str, Any]]]] = []
     try:
         with httpx.Client(base_url=url, timeout=30) as http:
@@ -270,7 +300,12 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
                     window_start = window_start or now
                     gpus = status.get("gpus") or {}
                     total = gpus.get("total") or 0
-                    samples.append((gpus.get("allocated") or 0) / total if total else 0.0)
+                    allocated = gpus.get("allocated") or 0
+                    samples.append(allocated / total if total else 0.0)
+                    live = http.get("/nodes", params={"limit": 1000}).json().get("nodes") or []
+                    own_total, own_allocated = own_nodes(live)
+                    own_gpus.append(own_total)
+                    market_samples.append(market_utilisation(allocated, total, own_total, own_allocated))
                 time.sleep(max(0.0, SAMPLE_S - (time.monotonic() - start - elapsed)))
             end = datetime.now().astimezone()
             costs = http.get("/costs").json()
@@ -299,6 +334,10 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
         "window_s": list(WINDOW),
         "samples": len(samples),
         "utilisation_mean": None if not samples else round(sum(samples) / len(samples), 4),
+        "utilisation_mean_bought_capacity": None
+        if not market_samples
+        else round(sum(market_samples) / len(market_samples), 4),
+        "own_gpus_max": max(own_gpus, default=0),
         "fast_jobs_in_window": len(waits),
         "fast_p99_wait_s": p99,
         "fast_p99_wait_market_min": None if p99 is None else round(p99 * time_scale / 60, 2),
@@ -306,6 +345,7 @@ def measure(seed: int, time_scale: float) -> dict[str, Any]:
         "paid_gpu_hours": costs.get("paid_gpu_hours"),
         "delivered_gpu_hours": costs.get("delivered_gpu_hours"),
         "idle_gpu_hours": costs.get("idle_gpu_hours"),
+        "idle_by_provider": idle_by_provider(costs),
         "sold_back_gpu_hours": costs.get("sold_back_gpu_hours"),
         "flex_run_over_expected_median": run_over_expected(jobs),
         "jobs_submitted": len(jobs),

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from bench.live_demo import cheapest, cost_measures, delivered
+from bench.live_demo import cheapest, cost_measures, delivered, market_utilisation, own_nodes
 
 from scalar.domain.gpus import relative_throughput
 
@@ -103,3 +103,16 @@ def test_demo_work_runs_its_a100_seconds_at_the_speed_of_the_gpu_model_it_got(
     assert capsys.readouterr().out == f"{60 / H100:.3f}\n"
     with pytest.raises(SystemExit):
         main(["--a100-seconds", "-1", "--print"], {})
+
+
+def test_the_users_own_nodes_are_a_figure_of_their_own_not_hidden() -> None:
+    nodes = [
+        {"provider": "local", "state": "ready", "gpu_count": 8, "gpus_allocated": 0},
+        {"provider": "aws", "state": "ready", "gpu_count": 8, "gpus_allocated": 6},
+        {"provider": "prime", "state": "ready", "gpu_count": 2, "gpus_allocated": 2},
+        {"provider": "prime", "state": "booting", "gpu_count": 4, "gpus_allocated": 0},
+    ]
+    assert own_nodes(nodes) == (8, 0)
+    # /status counts all 18 READY GPUs (8 of them the user's, idle): 8 / 18; the bought capacity: 8 / 10
+    assert market_utilisation(8, 18, 8, 0) == 0.8
+    assert market_utilisation(0, 8, 8, 0) == 0.0

@@ -16,6 +16,7 @@ from scalar.domain.consolidation import (
     HeldJob,
     plan_moves,
 )
+from scalar.domain.contracts import work_rate
 from scalar.domain.packing_apply import book_job, release_job
 from scalar.domain.packing_model import Block, GpuSlot, Job, Node
 from scalar.domain.tier import Tier
@@ -77,8 +78,11 @@ def test_a_restartable_flex_job_leaves_an_expensive_underused_node_for_paid_idle
     [move] = decision.moves
     assert (move.job_id, move.from_node, move.to_node) == ("x", "small", "big")
     assert set(move.gpu_indices) <= {4, 5, 6, 7}
-    # 2 GPUs x $4 for the job's remaining 10 h - 600 s vs (600 + 120) s x 1 GPU x $4
-    assert decision.saving == Decimal("4") * 2 * Decimal(36000 - 600) / 3600
+    # 2 GPUs x $4 for the job's remaining run vs (600 + 120) s x 1 GPU x $4. Its 10 h are A100 work: on
+    # the H100 it runs 10 h / the H100's relative throughput, less the 600 s it has run.
+    left = 36000 / work_rate("H100", Tier.FLEX) - 600
+    assert work_rate("H100", Tier.FLEX) > 1
+    assert decision.saving == Decimal("4") * 2 * Decimal(str(left)) / 3600
     assert decision.restart_cost == Decimal("4") * 720 / 3600
     assert "saves $" in decision.reason.message and "costs $" in decision.reason.message
 

@@ -307,11 +307,11 @@ def test_a_cpu_heavy_need_is_covered_by_as_many_nodes_as_its_cpu_takes() -> None
         CapacityNeed(gpu_count=1, cpu_cores=-1)
 
 
-def test_hosting_cost_is_whole_nodes_for_one_job_and_the_dominant_share_for_many() -> None:
+def test_hosting_cost_is_whole_nodes_for_one_job_and_shared_nodes_for_many() -> None:
     one = hosting_cost_per_hour(V100_4, gpu_count=1, cpu_cores=12, ram_gb=16)
     assert one == Decimal("0.192")  # a lone job pays the node it needs
     many = hosting_cost_per_hour(V100_4, gpu_count=1, cpu_cores=12, ram_gb=16, jobs=10)
-    assert many == Decimal("0.192") * 6 / 10  # 12 of 20 cores each: 6 nodes for 10 jobs
+    assert many == Decimal("0.192")  # 12 of 20 cores each: one job per node, whatever the number of jobs
     assert (
         hosting_cost_per_hour(T4_4, gpu_count=1, cpu_cores=12, ram_gb=16, jobs=10)
         == Decimal("0.468") * 3 / 10
@@ -321,6 +321,53 @@ def test_hosting_cost_is_whole_nodes_for_one_job_and_the_dominant_share_for_many
     assert shared == Decimal("0.192") / 16
     assert hosting_cost_per_hour(V100_4, gpu_count=8) == Decimal("0.384")
     assert hosting_cost_per_hour(cpu_offer("aws", "c5", "1", 0, 4, 8), gpu_count=1) is None
+
+
+def test_jobs_fit_a_node_whole_five_cpu_heavy_jobs_need_five_nodes() -> None:
+    # 1-GPU jobs asking 12 of a 4-GPU node's 20 vCPUs: only one fits a node, so five need five nodes (a
+    # fractional share of 12/20 would price them at three).
+    five = hosting_cost_per_hour(V100_4, gpu_count=1, cpu_cores=12, ram_gb=16, jobs=5)
+    assert five == Decimal("0.192")
+    # Four 2-GPU jobs fill an 8-GPU node; three leave a quarter of it empty and pay for it.
+    eight = cpu_offer("aws", "8xV100", "8", 8, 96, 768)
+    assert hosting_cost_per_hour(eight, gpu_count=2, cpu_cores=8, ram_gb=64, jobs=4) == Decimal(2)
+    assert hosting_cost_per_hour(eight, gpu_count=2, cpu_cores=8, ram_gb=64, jobs=3) == Decimal(8) / 3
+    # RAM binds: 100 GB jobs on a 768 GB node: 7 per node by RAM, but 8 GPUs hold 8 1-GPU jobs.
+    assert hosting_cost_per_hour(eight, gpu_count=1, ram_gb=100, jobs=8) == Decimal(16) / 8
+    # A gang takes its nodes whole, whatever the number of alike gangs.
+    assert hosting_cost_per_hour(eight, gpu_count=12, jobs=3) == Decimal(16)
+
+
+@given(
+    gpus=st.integers(1, 8),
+    vcpu=st.integers(1, 128),
+    ram=st.integers(1, 1024),
+    gpu_count=st.integers(1, 8),
+    cpu=st.integers(0, 64),
+    ram_gb=st.integers(0, 512),
+    jobs=st.integers(1, 40),
+)
+def test_hosting_cost_pays_for_exactly_the_nodes_that_hold_the_jobs(
+    gpus: int, vcpu: int, ram: int, gpu_count: int, cpu: int, ram_gb: int, jobs: int
+) -> None:
+    offer = cpu_offer("aws", "x", "1", gpus, vcpu, ram)
+    cost = hosting_cost_per_hour(offer, gpu_count=gpu_count, cpu_cores=cpu, ram_gb=ram_gb, jobs=jobs)
+    assert cost is not None
+    if gpu_count > gpus:
+        assert cost == -(-gpu_count // gpus)  # a gang pays its whole nodes
+        return
+
+    def fits(k: int) -> bool:  # k alike jobs on one node of the shape
+        return k * gpu_count <= gpus and k * cpu <= vcpu and k * ram_gb <= ram
+
+    n = round(cost * jobs)  # $1 per node-hour: the nodes paid for (exact up to Decimal's last digit)
+    assert abs(cost * jobs - n) < Decimal("1e-20") and 1 <= n <= jobs
+    if not fits(1):
+        assert n == jobs  # a job larger than the shape is priced at a whole node
+        return
+    assert fits(-(-jobs // n)), "the nodes paid for hold every job"
+    if n > 1:
+        assert not fits(-(-jobs // (n - 1))), "one node fewer would not hold them"
 
 
 def test_the_cost_band_keeps_what_is_within_the_tolerance_of_the_cheapest() -> None:

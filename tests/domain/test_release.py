@@ -53,3 +53,35 @@ def test_an_hourly_node_is_held_a_whole_number_of_billing_units_or_the_break_eve
 
 def test_runpod_bills_per_second_and_sfcompute_sells_blocks() -> None:
     assert (billing_unit_s(RUNPOD), billing_unit_s(PRIME), billing_unit_s(SFCOMPUTE)) == (1.0, 60.0, None)
+
+
+@given(
+    st.sampled_from([PRIME, RUNPOD, AWS, "someone-else"]),
+    seconds,
+    rates,
+    st.sampled_from([1.0, 10.0, 60.0, 600.0]),
+)
+def test_a_faster_market_clock_shortens_the_billing_unit_not_the_break_even(
+    provider: str, restart: float, rate: float, scale: float
+) -> None:
+    # The seller's billing unit and short hold are its own seconds: at ``scale`` of them per engine second
+    # they last 1/scale as long; the restart time and the arrival gap are already the engine's.
+    fast = idle_hold(
+        provider, restart_s=restart, arrivals_per_hour=rate, max_hold_s=10_000, market_scale=scale
+    )
+    unit = billing_unit_s(provider)
+    assert unit is not None
+    short = math.ceil(MIN_HOLD_S / unit) * unit / scale
+    if rate > 0 and 3600 / rate <= 2 * restart:
+        assert fast.hold_s == min(10_000, max(short, 2 * restart))
+    else:
+        assert fast.hold_s == short
+    assert (
+        fast.hold_s
+        <= idle_hold(provider, restart_s=restart, arrivals_per_hour=rate, max_hold_s=10_000).hold_s
+    )
+
+
+def test_a_pod_nobody_needs_goes_after_one_engine_second_when_the_market_runs_60x() -> None:
+    hold = idle_hold(PRIME, restart_s=3, arrivals_per_hour=0, max_hold_s=1800, market_scale=60)
+    assert hold.hold_s == 1 and "60 of its seconds per engine second" in hold.reason.message

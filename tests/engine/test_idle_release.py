@@ -108,7 +108,7 @@ def test_an_hourly_node_nobody_is_expected_to_need_goes_after_a_minute_not_half_
     assert only(c.step(at(4_000 + 59), [tick()]), ReleaseBlock) == []
     [release] = only(c.step(at(4_000 + 60), [tick()]), ReleaseBlock)
     assert release.provider == "prime" and "threshold 60 s" in release.reason.message
-    assert "no job of its tier arrived in the last hour" in release.reason.message
+    assert "no job it could host arrived in the last hour" in release.reason.message
 
 
 def test_an_hourly_node_is_held_while_jobs_keep_arriving_as_long_as_a_new_one_would_take() -> None:
@@ -120,15 +120,45 @@ def test_an_hourly_node_is_held_while_jobs_keep_arriving_as_long_as_a_new_one_wo
     released: list[tuple[int, ReleaseBlock]] = []
     for t in range(360, 4_000, 60):
         events = [job_done("blk-1-n0", "j", at(t))] if t == 1_980 else [tick()]
-        if t % 300 == 0:  # a FAST job every 5 minutes (cancelled at once; too big for the pod anyway)
-            events += [*submit(spec(f"x{t}", 4)), cancel(f"x{t}")]
+        if t % 300 == 0:  # a FAST job the pod could host every 5 minutes (cancelled at once)
+            events += [*submit(spec(f"x{t}", 2)), cancel(f"x{t}")]
         released += [(t, a) for a in only(c.step(at(t), events), ReleaseBlock)]
     assert c.state.jobs["j"].state is JobState.SUCCEEDED
     # 8 FAST jobs arrived in the hour before (j and seven others): one every 450 s, under twice the 300 s a
     # new pod takes: held 600 s, twice that.
     [(when, release)] = released
-    assert when == 1_980 + 600 and "a job every 450 s" in release.reason.message
+    assert when == 1_980 + 600 and "a job it could host every 450 s" in release.reason.message
     assert "takes 300 s to be READY: held 600 s" in release.reason.message
+
+
+def test_arrivals_the_node_cannot_host_do_not_hold_it() -> None:
+    # As above, but the jobs arriving every 5 minutes are 4-GPU jobs a 2-GPU pod cannot host: only j (at 0)
+    # is a job it could serve, so it goes after the short hold (a billing minute), not after twice the
+    # time a new pod takes.
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    [buy] = buys(c.step(at(0), [market(prime_offer("2.50"), book=None), *submit(spec("j", 2, duration=600))]))
+    c.step(at(30), [filled(buy, at(30))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))
+    c.step(at(301), [started("j", "blk-1-n0")])
+    released: list[tuple[int, ReleaseBlock]] = []
+    for t in range(360, 4_000, 60):
+        events = [job_done("blk-1-n0", "j", at(t))] if t == 1_980 else [tick()]
+        if t % 300 == 0:
+            events += [*submit(spec(f"x{t}", 4)), cancel(f"x{t}")]
+        released += [(t, a) for a in only(c.step(at(t), events), ReleaseBlock)]
+    [(when, release)] = released
+    assert when == 1_980 + 60 and "a job it could host every 3600 s" in release.reason.message
+
+
+def test_the_hold_follows_the_market_clock() -> None:
+    # A market run 60x faster than the engine bills a minute every engine second: an idle pod nobody needs
+    # goes after 1 s, not after 60 (an hour of its time).
+    c = Controller(ControllerConfig(idle_release_s=IDLE, market_time_scales={"prime": 60.0}))
+    _prime_node_done_at(c, 4_000)
+    assert only(c.step(at(4_000), [tick()]), ReleaseBlock) == []
+    [release] = only(c.step(at(4_001), [tick()]), ReleaseBlock)
+    assert "threshold 1 s" in release.reason.message
+    assert "60 of its seconds per engine second" in release.reason.message
 
 
 def test_a_block_paid_whole_is_held_for_idle_release_s_whatever_the_forecast() -> None:

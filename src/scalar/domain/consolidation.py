@@ -16,7 +16,8 @@ contract: every job on it moves to capacity that is already held, and the contra
    the node id. Every booking goes through ``book_job`` on a working copy, so two moves never take the same
    GPU.
 3. **The economics**: the saving is what the contract costs from now until it would have emptied anyway
-   (its longest job's expected remaining time, at most the contract's end), times ``recovery``; the restart
+   (its longest job's expected remaining time, a FLEX job's work at its node's throughput, at most the
+   contract's end), times ``recovery``; the restart
    cost is each moved job's lost progress (the time it has run) plus ``restart_overhead_s`` to stop and
    start it again (the boot and the wait), in GPU-hours at the source's price. A contract is emptied only
    when the saving exceeds the restart cost; the decision carries both numbers.
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from scalar.domain.contracts import work_rate
 from scalar.domain.errors import DomainError, InvalidSpecError
 from scalar.domain.money import usd_cents_plain, usd_text
 from scalar.domain.packing import evaluate_node
@@ -195,7 +197,7 @@ def plan_moves(
             decisions.append(_kept(c.block_id, Reason(SKIP, f"{head} stays: {refused}")))
             continue
         remaining = max(0.0, (c.end_time - now).total_seconds())
-        left = max(max(0.0, h.job.expected_duration_sec - h.running_s) for h in held_here.values())
+        left = max(max(0.0, _run_s(h, nodes) - h.running_s) for h in held_here.values())
         horizon_s = Decimal(str(min(remaining, left)))
         gpus = Decimal(total)
         saving = c.price_per_gpu_hour * gpus * horizon_s / _HOUR * c.recovery
@@ -222,6 +224,14 @@ def plan_moves(
         reason = Reason(MOVE, f"{head} is emptied: {numbers}; moves {where}", "saving", have=str(saving))
         decisions.append(ConsolidationDecision(c.block_id, tuple(planned), saving, cost, reason))
     return tuple(decisions)
+
+
+def _run_s(held: HeldJob, nodes: Mapping[str, Node]) -> float:
+    """How long ``held`` runs where it is: a FLEX job's expected duration is its work on the reference GPU,
+    done at its node's relative throughput (``contracts.work_rate``); a FAST job runs its wall time."""
+    node = nodes.get(held.node_ids[0]) if held.node_ids else None
+    model = node.block.gpu_model if node is not None else None
+    return held.job.expected_duration_sec / work_rate(model, held.job.tier)
 
 
 def _kept(block_id: str, reason: Reason) -> ConsolidationDecision:

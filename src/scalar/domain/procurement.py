@@ -16,7 +16,7 @@ rules, in order:
 A need may say the CPU and RAM its jobs ask for: a shape then covers it with as many nodes as the
 scarcest of GPUs, CPU and RAM demands (a 20-vCPU node holds one 12-core job whatever its GPU count).
 ``hosting_cost_per_hour`` prices one job on one shape (the whole nodes that hold it and the alike jobs
-waiting with it, shared out by dominant share) and ``cost_band`` keeps the shapes within
+waiting with it, as many whole jobs per node as its scarcest resource allows, shared out) and ``cost_band`` keeps the shapes within
 ``host_cost_tolerance`` of the cheapest: the engine routes each job only to those, and the seed's order
 above decides among them (docs/decisions/procurement.md).
 
@@ -357,27 +357,32 @@ def hosting_cost_per_hour(
     jobs: int = 1,
 ) -> Decimal | None:
     """What one of ``jobs`` alike jobs costs per hour on ``offer``'s shape: the whole nodes that hold all of
-    them, shared out. Each job takes its dominant share (GPUs, CPU or RAM per node, whichever it takes most
-    of) of the nodes it needs; a job sharing a GPU takes its part of one GPU's memory. ``None`` for a
-    GPU-less shape.
+    them, shared out. A node holds as many whole jobs as its scarcest resource allows (GPUs, vCPUs, RAM; a
+    job sharing a GPU takes its part of one GPU's memory), at least one; the jobs need
+    ``ceil(jobs / per node)`` nodes. A gang (more GPUs than a node has) takes its nodes whole. ``None`` for
+    a GPU-less shape.
 
-    One job pays whole nodes (a lone 2-GPU job on an 8-GPU node pays all 8); many jobs approach their
-    dominant share (1-GPU jobs asking 12 cores each fill a 4-GPU, 20-vCPU node one at a time: 12/20 of it).
+    One job pays whole nodes (a lone 2-GPU job on an 8-GPU node pays all 8); many jobs share the nodes that
+    hold them: four 2-GPU jobs fill one 8-GPU node. Jobs fit a node whole, not by fractions: 1-GPU jobs
+    asking 12 cores fit a 4-GPU, 20-vCPU node one at a time, so five of them need five nodes.
     """
     if offer.gpu_count <= 0 or jobs < 1:
         return None
-    nodes = max(1, math.ceil(gpu_count / offer.gpu_count))
+    gpus = int(offer.gpu_count)
+    if gpu_count > gpus:  # a gang takes its nodes whole
+        return offer.price_per_hour * math.ceil(gpu_count / gpus)
     if share_gpu and 0 < vram_per_gpu_gb < offer.gpu_memory_gb:
-        share = vram_per_gpu_gb / offer.gpu_memory_gb / offer.gpu_count
+        per_node = gpus * math.floor(offer.gpu_memory_gb / vram_per_gpu_gb + 1e-9)
     else:
-        share = gpu_count / (nodes * offer.gpu_count)
+        per_node = gpus // max(1, gpu_count)
     if cpu_cores > 0 and offer.vcpu > 0:
-        share = max(share, cpu_cores / offer.vcpu)
+        per_node = min(per_node, math.floor(offer.vcpu / cpu_cores + 1e-9))
     if ram_gb > 0 and offer.memory_gb > 0:
-        share = max(share, ram_gb / offer.memory_gb)
-    share = min(1.0, share)
-    node_sets = max(1, math.ceil(jobs * share - 1e-9))
-    return offer.price_per_hour * nodes * node_sets / jobs
+        per_node = min(per_node, math.floor(offer.memory_gb / ram_gb + 1e-9))
+    per_node = max(
+        1, per_node
+    )  # a job larger than the shape is priced at a whole node (fit is checked elsewhere)
+    return offer.price_per_hour * math.ceil(jobs / per_node) / jobs
 
 
 def cost_band(costs: dict[str, Decimal], tolerance: Decimal = DEFAULT_HOST_COST_TOLERANCE) -> tuple[str, ...]:

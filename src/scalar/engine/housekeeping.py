@@ -6,22 +6,27 @@ and the money that accrues while blocks are held.
   adopted) and its group backs off. A node not READY ``boot_timeout_s`` after its purchase filled fails,
   same backoff. A block with no live node left is released so it stops costing money.
 - A block whose nodes have all been READY and idle for its hold is released, unless that would take its
-  group below ``min_slices``. The hold (``domain.release.idle_hold``): ``idle_release_s`` for a block paid
-  whole (SFCompute); for a seller billing running time, from its billing unit, the time the block took
-  from purchase to READY and the arrivals of its tier's jobs in the last hour.
+  group below ``min_slices`` or a queued job could be placed on it. The hold
+  (``domain.release.idle_hold``): ``idle_release_s`` for a block paid whole (SFCompute); for a seller
+  billing running time, from its billing unit (in the market's clock), the time the block took from
+  purchase to READY and the arrivals in the last hour of the jobs its nodes could host (tier, GPU model,
+  memory, CPU, RAM: ``hostable_arrivals_per_hour``).
 - Accrual: between two steps each open block costs ``price x GPUs x time``; the GPUs that held a job in
   that time are the delivered GPU-hours (state between steps is constant, so this is exact).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from scalar.domain.market import NodeState
+from scalar.domain.packing import evaluate_node
+from scalar.domain.packing_model import Job, Node
 from scalar.domain.reasons import Reason
 from scalar.domain.release import DEFAULT_RESTART_S, idle_hold
-from scalar.domain.tier import Tier
 from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
@@ -155,23 +160,109 @@ def release_dead_blocks(state: ClusterState, now: datetime) -> None:
 ARRIVAL_WINDOW = timedelta(hours=1)
 
 
-def arrivals_per_hour(state: ClusterState, tier: Tier, now: datetime) -> float:
-    """Jobs of ``tier`` submitted in the last hour (older arrivals are forgotten)."""
-    seen = state.arrivals.get(tier)
-    if not seen:
-        return 0.0
-    while seen and seen[0] <= now - ARRIVAL_WINDOW:
-        seen.popleft()
-    return float(len(seen)) * (3600.0 / ARRIVAL_WINDOW.total_seconds())
-
-
-def restart_s(state: ClusterState, block: BlockRecord, nodes: list[NodeRecord]) -> float:
-    """How long this block took from its purchase to READY: what buying it again would take."""
+def restart_s(state: ClusterState, block: BlockRecord, nodes: list[NodeRecord], scale: float = 1.0) -> float:
+    """How long this block took from its purchase to READY: what buying it again would take (the default, a
+    seller's time, converted to the engine's clock with ``scale`` when the block has not shown it)."""
     order = state.orders.get(block.order_key) if block.order_key else None
     ready = [n.ready_at for n in nodes if n.ready_at is not None]
     if order is None or not ready:
-        return DEFAULT_RESTART_S
+        return DEFAULT_RESTART_S / (scale if scale > 0 else 1.0)
     return max(0.0, (max(ready) - order.placed_at).total_seconds())
+
+
+def hosts(node: NodeRecord, job: Job, now: datetime, safety_margin_s: float, block_nodes: int = 1) -> bool:
+    """Whether ``job`` could run on ``node`` were the node empty of other work: the packer's filters
+    (tier, GPU model, CUDA, time left, CPU, RAM, GPUs and their memory), and a job with a command only on an
+    agent's node, one without only on the others (as the scheduler places them). A gang larger than the
+    node needs ``ceil(gpus / per node)`` whole nodes of one block (``block_nodes`` of them here), each
+    holding its largest part."""
+    gpus = node.node.block.gpus_per_node
+    if job.gpu_count > gpus:
+        parts = math.ceil(job.gpu_count / gpus)
+        if parts > block_nodes:
+            return False
+        job = dataclasses.replace(job, gpu_count=math.ceil(job.gpu_count / parts))
+    return evaluate_node(job, node.node, now, safety_margin_sec=safety_margin_s).reason is None
+
+
+class _Hostable:
+    """The jobs an idle node could host, looked up once per pass and per node shape: the arrivals of the
+    last hour (the hold's forecast) and whether a queued single-node job could be placed on it now."""
+
+    def __init__(self, state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+        self.state, self.config, self.now = state, config, now
+        self._rates: dict[tuple[object, ...], float] = {}
+        self._queued: list[tuple[Job, bool]] | None = None
+
+    def arrivals_per_hour(self, node: NodeRecord, block_nodes: int) -> float:
+        key = (*_shape_key(node.node), node.agent, block_nodes)
+        found = self._rates.get(key)
+        if found is None:
+            found = self._rates[key] = hostable_arrivals_per_hour(
+                self.state, node, self.now, self.config.safety_margin_s, block_nodes
+            )
+        return found
+
+    def queued_fits(self, node: NodeRecord) -> Job | None:
+        """A queued single-node job the packer would place on ``node`` as it is now (one job per distinct
+        shape is tried)."""
+        if self._queued is None:
+            seen: set[tuple[object, ...]] = set()
+            self._queued = []
+            for job_id in self.state.pending_ids:
+                rec = self.state.jobs.get(job_id)
+                job = rec.job if rec is not None else None
+                if rec is None or job is None:
+                    continue
+                key = (*_job_key(job), bool(rec.spec.command))
+                if key not in seen:
+                    seen.add(key)
+                    self._queued.append((job, bool(rec.spec.command)))
+        gpus = node.node.block.gpus_per_node
+        for job, on_agent in self._queued:
+            if job.gpu_count > gpus or on_agent != node.agent:
+                continue
+            if (
+                evaluate_node(job, node.node, self.now, safety_margin_sec=self.config.safety_margin_s).reason
+                is None
+            ):
+                return job
+        return None
+
+
+def _shape_key(node: Node) -> tuple[object, ...]:
+    b = node.block
+    return (node.tier, b.gpu_model, b.gpus_per_node, b.vram_per_gpu_gb, b.cpu_per_node, b.ram_per_node_gb,
+            b.cuda_version, b.end_time)  # fmt: skip
+
+
+def _job_key(job: Job) -> tuple[object, ...]:
+    return (job.tier, job.gpu_count, job.vram_per_gpu_gb, job.cpu_cores, job.ram_gb, job.gpu_models,
+            job.share_gpu, job.cuda_versions, job.expected_duration_sec)  # fmt: skip
+
+
+def hostable_arrivals_per_hour(
+    state: ClusterState, node: NodeRecord, now: datetime, safety_margin_s: float, block_nodes: int = 1
+) -> float:
+    """Jobs submitted in the last hour that ``node`` could host (``hosts``), per hour."""
+    start = now - ARRIVAL_WINDOW
+    verdicts: dict[tuple[object, ...], bool] = {}
+    count = 0
+    for at, job in reversed(state.arrived_jobs):
+        if at <= start:
+            break
+        if job.tier is not node.node.tier:
+            continue
+        rec = state.jobs.get(job.id)
+        on_agent = rec is not None and bool(rec.spec.command)
+        if on_agent != node.agent:
+            continue
+        key = _job_key(job)
+        ok = verdicts.get(key)
+        if ok is None:
+            ok = verdicts[key] = hosts(node, job, now, safety_margin_s, block_nodes)
+        count += ok
+    return float(count) * (3600.0 / ARRIVAL_WINDOW.total_seconds())
 
 
 def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
@@ -179,6 +270,7 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
     for node in state.nodes.values():
         if node.live:
             live_nodes[node.group] = live_nodes.get(node.group, 0) + 1
+    hostable = _Hostable(state, config, now)
     for block in state.open_blocks():
         if not block.open or block.fixed:
             continue
@@ -186,14 +278,22 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
         if not nodes or not all(n.state is NodeState.READY and not n.jobs and n.idle_since for n in nodes):
             continue
         idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
+        scale = config.time_scale(block.grant.provider)
+        if idle_s < idle_hold(block.grant.provider, restart_s=0.0, arrivals_per_hour=0.0,
+                              max_hold_s=config.idle_release_s, market_scale=scale).hold_s:  # fmt: skip
+            continue  # within the shortest hold: the forecast cannot release it sooner
         hold = idle_hold(
             block.grant.provider,
-            restart_s=restart_s(state, block, nodes),
-            arrivals_per_hour=arrivals_per_hour(state, nodes[0].node.tier, now),
+            restart_s=restart_s(state, block, nodes, scale),
+            arrivals_per_hour=hostable.arrivals_per_hour(nodes[0], len(nodes)),
             max_hold_s=config.idle_release_s,
+            market_scale=scale,
         )
         if idle_s < hold.hold_s:
             continue
+        waiting = next((job for n in nodes if (job := hostable.queued_fits(n)) is not None), None)
+        if waiting is not None:
+            continue  # the packer places it on this node next; releasing would buy the node again
         group = state.groups.get(block.group)
         keep = group.min_slices * group.slice_size if group is not None else 0
         left = live_nodes.get(block.group, 0) - len(nodes)
