@@ -222,3 +222,35 @@ def test_the_costs_page_shows_utilisation_delivered_idle_resold_and_tenants() ->
         r"<tr><td>([^<]+)</td><td class=\"num\">([^<]+)</td><td class=\"num\">([^<]+)</td></tr>", html
     )
     assert tenants == [("ml", "4", "$8.00"), ("web", "1", "$2.00"), ("(idle)", "5", "$10.00")]
+
+
+def test_the_overview_counts_jobs_from_the_status_model() -> None:
+    from scalar.wire.views import StatusOut
+
+    assert views.jobs_by_state({}) == {} and views.jobs_by_state({"title": "a problem"}) == {}
+    body = {name: None for name in StatusOut.model_fields} | {"jobs_by_state": {"PENDING": 1}}
+    assert views.jobs_by_state(body) == {}  # not a status: nothing counted
+    zero = {"total": 0, "allocated": 0, "idle": 0, "utilization": 0.0}
+    spend = {
+        "currency": "USD",
+        "accrued": "0",
+        "by_provider": {},
+        "committed": "0",
+        "open_price_per_hour": "0",
+    }
+    body = {
+        "at": None,
+        "health": {"status": "ok"},
+        "jobs_by_state": {"PENDING": 1, "RUNNING": 2},
+        "jobs_total": 3,
+        "nodes_by_state": {},
+        "gpus": zero,
+        "spend": spend,
+        "slices": {},
+        "orders_by_status": {},
+        "actions_by_status": {},
+        "inbox_pending": 0,
+        "steps": 0,
+        "step_latency": {"count": 0, "mean_s": None, "max_s": None},
+    }
+    assert views.jobs_by_state(body) == {"PENDING": 1, "RUNNING": 2}

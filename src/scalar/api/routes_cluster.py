@@ -60,7 +60,7 @@ class ClusterPort(Protocol):
 
     def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> StatusOut: ...
 
 
 def cluster_router(control_plane: ClusterPort) -> APIRouter:
@@ -174,7 +174,8 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
         idle, spend, slices by lifecycle state and the leader's step latency."""
         answer = control_plane.status()
         if not current_principal().is_admin:  # the public health: no database, host or process
-            answer["health"] = HealthOut.model_validate(answer.get("health") or {}).model_dump(mode="json")
+            public = HealthOut.model_validate(answer.health).model_dump(mode="json")
+            answer = answer.model_copy(update={"health": public})
         return answer
 
     @router.post(

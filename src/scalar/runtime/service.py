@@ -46,6 +46,7 @@ from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.providers import ProviderStatusOut
+from scalar.wire.views import StatusOut
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -283,7 +284,7 @@ class ControlPlane:
     def metrics_snapshot(self) -> dict[str, Any]:
         return self.cluster.metrics_snapshot()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusOut:
         return self.cluster.status()
 
     # ---- node agents (runtime/agents.py, docs/agent.md) ----------------------------------------------

@@ -1,5 +1,6 @@
 """What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
-provider states as their model, ``wire/providers.py``).
+the typed answers read as their models: provider states, ``wire/providers.py``; the status,
+``wire/views.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -18,6 +19,7 @@ from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
+from scalar.wire.views import StatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -159,6 +161,15 @@ def provider_states(body: dict[str, Any]) -> list[ProviderStatusOut]:
         return ProvidersOut.model_validate(body).providers
     except ValidationError:
         return []
+
+
+def jobs_by_state(body: dict[str, Any]) -> dict[str, int]:
+    """``GET /status``'s jobs per state, read as its model (``wire/views.py``'s ``StatusOut``); none when there
+    is no answer or it is not one."""
+    try:
+        return StatusOut.model_validate(body).jobs_by_state if body else {}
+    except ValidationError:
+        return {}
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

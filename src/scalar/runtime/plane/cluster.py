@@ -1,6 +1,7 @@
 """``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
 when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
-the metrics snapshot and the one-call status. The views themselves are built in ``runtime/views.py`` and
+the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status.
+The views themselves are built in ``runtime/views.py`` and
 ``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
+from scalar.wire.views import StatusOut
 
 
 class ClusterService:
@@ -53,5 +55,6 @@ class ClusterService:
     def metrics_snapshot(self) -> dict[str, Any]:
         return views_market.metrics_snapshot(self.views())
 
-    def status(self) -> dict[str, Any]:
-        return views_market.status_summary(self.views(), self._core.health())
+    def status(self) -> StatusOut:
+        """``scalar status``'s one answer as its model (``wire/views.py``), the one ``GET /status`` sends."""
+        return StatusOut.model_validate(views_market.status_summary(self.views(), self._core.health()))

@@ -1,0 +1,119 @@
+"""Typed answers pass the same redaction step as dicts: the runtime answers ``/status`` (and the other typed
+views) as pydantic models (``wire/views.py``), and ``TenantScoped.as_caller_sees`` redacts a model as the
+JSON it is sent as, then validates it back into its class. A user token sees another tenant's job ids and
+name only as placeholders, an admin sees them whole; and over real HTTP a user's answer still hides what
+it hid when the runtime answered dicts."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from scalar.api.auth import set_principal
+from scalar.api.tenancy import scoped_class
+from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
+from scalar.wire.views import StatusOut
+from tests.runtime.helpers import drive
+from tests.security.conftest import Secured
+
+MINE = "job-20260101T000000-aaaaaa"
+THEIRS = "job-20260101T000000-bbbbbb"
+JOB = {"tier": "FAST", "gpu_count": 1, "expected_duration_sec": 600, "vram_per_gpu_gb": 10}
+
+
+OWNERS = {MINE: "team-a", THEIRS: "team-b"}
+
+
+class _Tokens:
+    """Who owns which job: ``MINE`` is team-a's, ``THEIRS`` team-b's."""
+
+    def foreign_job_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        return {i for i in ids if OWNERS.get(i, tenant) != tenant}
+
+    def other_tenants(self, tenant: str) -> set[str]:
+        return set(OWNERS.values()) - {tenant}
+
+
+def _status() -> StatusOut:
+    zero = {"total": 0, "allocated": 0, "idle": 0, "utilization": 0.0}
+    spend = {
+        "currency": "USD",
+        "accrued": "0",
+        "by_provider": {},
+        "committed": "0",
+        "open_price_per_hour": "0",
+    }
+    return StatusOut.model_validate(
+        {
+            "at": None,
+            "health": {"status": "degraded", "problem": f"{THEIRS} and {MINE} of tenant team-b stalled"},
+            "jobs_by_state": {"RUNNING": 2},
+            "jobs_total": 2,
+            "nodes_by_state": {},
+            "gpus": zero,
+            "spend": spend,
+            "slices": {},
+            "orders_by_status": {},
+            "actions_by_status": {},
+            "inbox_pending": 0,
+            "steps": 0,
+            "step_latency": {"count": 0, "mean_s": None, "max_s": None},
+        }
+    )
+
+
+TYPED: dict[str, Callable[[], BaseModel]] = {"status": _status}
+
+
+# A control plane whose typed calls answer the models above.
+_Plane = type("_Plane", (), {name: staticmethod(make) for name, make in TYPED.items()})
+
+
+def _as(principal: Principal, call: Callable[[], Any]) -> Any:
+    def run() -> Any:
+        set_principal(principal)
+        return call()
+
+    return contextvars.copy_context().run(run)
+
+
+@pytest.mark.parametrize("call", sorted(TYPED))
+def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str) -> None:
+    plane = _Plane()
+    scoped = scoped_class(plane)(plane, _Tokens())
+    whole = getattr(plane, call)()
+    assert THEIRS in whole.model_dump_json()  # the answer names the other tenant's job
+    user = _as(Principal("tok_a", "team-a", "user"), getattr(scoped, call))
+    admin = _as(Principal("tok_admin", "default", "admin"), getattr(scoped, call))
+    assert type(user) is type(whole) and admin == whole
+    seen = user.model_dump_json()
+    assert THEIRS not in seen and "team-b" not in seen and MINE in seen, seen
+    assert OTHER_TENANT in seen and OTHER_TENANT_NAME in seen
+    # the same as redacting the JSON it is sent as
+    plain = redact_view(json.loads(whole.model_dump_json()), "team-a", _Tokens().foreign_job_ids)
+    assert json.loads(redact_view(whole, "team-a", _Tokens().foreign_job_ids).model_dump_json()) == plain
+
+
+def test_a_list_of_typed_answers_is_redacted_item_by_item() -> None:
+    both = [_status(), _status()]
+    seen = redact_view(both, "team-a", _Tokens().foreign_job_ids, _Tokens().other_tenants)
+    assert [type(s) for s in seen] == [StatusOut, StatusOut]
+    assert all(THEIRS not in s.model_dump_json() and MINE in s.model_dump_json() for s in seen)
+
+
+def test_a_users_status_still_hides_the_internal_health(secured: Secured) -> None:
+    api = secured
+    with api.client(api.token("team-a")) as alice, api.client(api.admin) as admin:
+        assert alice.post("/jobs", json=JOB).status_code == 201
+        drive([api.cp], api.clock, 5)
+        mine, whole = alice.get("/status").json(), admin.get("/status").json()
+    assert set(mine["health"]) <= {"status", "problem", "role", "last_step_at"}, mine["health"]
+    assert whole["health"]["holder"] == api.cp.settings.holder
+    assert {k: v for k, v in mine.items() if k != "health"} == {
+        k: v for k, v in whole.items() if k != "health"
+    }
