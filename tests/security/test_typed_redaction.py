@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
-from scalar.wire.views import StatusOut
+from scalar.wire.views import CostsOut, StatusOut
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
 
@@ -67,7 +67,40 @@ def _status() -> StatusOut:
     )
 
 
-TYPED: dict[str, Callable[[], BaseModel]] = {"status": _status}
+def _costs() -> CostsOut:
+    zero = {
+        "blocks": 1,
+        "committed": "2",
+        "accrued": "1",
+        "paid_gpu_hours": "1",
+        "delivered_gpu_hours": "1",
+        "idle_gpu_hours": "0",
+        "idle_cost": "0",
+        "sold_back_gpu_hours": "0",
+        "sold_back_revenue": "0",
+        "net_cost": "1",
+        "cost_per_delivered_gpu_hour": "1",
+        "utilization": 1.0,
+    }
+    tenants = [
+        {"tenant": "team-a", "gpu_hours": "0.5", "cost": "0.5"},
+        {"tenant": "team-b", "gpu_hours": "0.5", "cost": "0.5"},
+    ]
+    block = {**zero, "block_id": "blk-1", "provider": "aws", "status": f"open for {MINE} and {THEIRS}"}
+    return CostsOut.model_validate(
+        {
+            **zero,
+            "at": None,
+            "currency": "USD",
+            "by_provider": [{**zero, "provider": "aws"}],
+            "by_block": [{**block, "by_tenant": tenants}],
+            "by_tenant": tenants,
+            "series": [],
+        }
+    )
+
+
+TYPED: dict[str, Callable[[], BaseModel]] = {"status": _status, "costs": _costs}
 
 
 # A control plane whose typed calls answer the models above.
@@ -94,6 +127,10 @@ def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str)
     seen = user.model_dump_json()
     assert THEIRS not in seen and "team-b" not in seen and MINE in seen, seen
     assert OTHER_TENANT in seen and OTHER_TENANT_NAME in seen
+    if isinstance(user, CostsOut):  # another tenant's share of the contracts is not shown at all
+        assert (
+            [t.tenant for t in user.by_tenant] == [t.tenant for t in user.by_block[0].by_tenant] == ["team-a"]
+        )
     # the same as redacting the JSON it is sent as
     plain = redact_view(json.loads(whole.model_dump_json()), "team-a", _Tokens().foreign_job_ids)
     assert json.loads(redact_view(whole, "team-a", _Tokens().foreign_job_ids).model_dump_json()) == plain
@@ -104,6 +141,27 @@ def test_a_list_of_typed_answers_is_redacted_item_by_item() -> None:
     seen = redact_view(both, "team-a", _Tokens().foreign_job_ids, _Tokens().other_tenants)
     assert [type(s) for s in seen] == [StatusOut, StatusOut]
     assert all(THEIRS not in s.model_dump_json() and MINE in s.model_dump_json() for s in seen)
+
+
+def test_a_users_costs_still_show_only_its_own_tenant(secured: Secured) -> None:
+    api = secured
+    with api.client(api.token("team-a")) as alice, api.client(api.token("team-b")) as bob:
+        assert (
+            alice.post("/jobs", json=JOB).status_code == 201
+            and bob.post("/jobs", json=JOB).status_code == 201
+        )
+        drive([api.cp], api.clock, 60)
+        with api.client(api.admin) as admin:
+            whole = admin.get("/costs").json()
+        mine = alice.get("/costs").json()
+    assert {"team-a", "team-b"} <= {t["tenant"] for t in whole["by_tenant"]}, whole["by_tenant"]
+    assert [t["tenant"] for t in mine["by_tenant"]] == ["team-a"]
+    for block in mine["by_block"]:
+        assert {t["tenant"] for t in block["by_tenant"]} <= {"team-a"}
+    assert "team-b" not in json.dumps(mine)
+    assert {k: v for k, v in mine.items() if k not in ("by_tenant", "by_block")} == {
+        k: v for k, v in whole.items() if k not in ("by_tenant", "by_block")
+    }
 
 
 def test_a_users_status_still_hides_the_internal_health(secured: Secured) -> None:

@@ -115,12 +115,37 @@ def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> N
     assert ("terminated", 3) in view["groups"][0]["badges"]
 
 
+def _costs(series: list[dict[str, Any]], providers: list[str]) -> dict[str, Any]:
+    """A ``GET /costs`` answer: nothing spent but in ``series``, and ``providers`` listed."""
+    from decimal import Decimal
+
+    from scalar.engine.costs import BlockAccount, cost_report
+    from scalar.runtime.views_market import cost_answer
+
+    accounts = [
+        BlockAccount(f"blk-{p}", p, "open", Decimal(3600), {}, Decimal(i + 1), Decimal(3600))
+        for i, p in enumerate(providers)
+    ]
+    return {"at": NOW.isoformat(), **cost_answer(cost_report(accounts)), "series": series}
+
+
 def test_costs_view_charts_the_cumulative_spend() -> None:
-    series = [{"at": (NOW + timedelta(seconds=i)).isoformat(), "spend": f"{i * 0.5:.6f}"} for i in range(5)]
-    view = views.costs_view({"series": series, "by_provider": [{"provider": "aws", "accrued": "2.0"}]})
-    assert view["chart"] is not None and view["chart"].paths["line"].startswith("M")
-    assert view["providers"][0]["bar_pct"] == 100.0
-    assert views.costs_view({"series": series[:1]})["chart"] is None
+    series = [
+        {
+            "at": (NOW + timedelta(seconds=i)).isoformat(),
+            "spend": f"{i * 0.5:.6f}",
+            "spend_in_interval": "0.5",
+            "by_provider": {},
+        }
+        for i in range(5)
+    ]
+    view = views.costs_view(_costs(series, ["aws", "gcp"]))
+    assert view is not None and view["chart"] is not None and view["chart"].paths["line"].startswith("M")
+    assert [p["bar_pct"] for p in view["providers"]] == [50.0, 100.0]
+    assert set(view["accounts"]) == {"blk-aws", "blk-gcp"}
+    one = views.costs_view(_costs(series[:1], []))
+    assert one is not None and one["chart"] is None and one["providers"] == []
+    assert views.costs_view({"series": series}) is None  # not a costs answer
 
 
 def test_jobs_wait_until_they_start() -> None:
@@ -228,8 +253,8 @@ def test_the_overview_counts_jobs_from_the_status_model() -> None:
     from scalar.wire.views import StatusOut
 
     assert views.jobs_by_state({}) == {} and views.jobs_by_state({"title": "a problem"}) == {}
-    body = {name: None for name in StatusOut.model_fields} | {"jobs_by_state": {"PENDING": 1}}
-    assert views.jobs_by_state(body) == {}  # not a status: nothing counted
+    empty: dict[str, Any] = {name: None for name in StatusOut.model_fields}
+    assert views.jobs_by_state({**empty, "jobs_by_state": {"PENDING": 1}}) == {}  # not a status: none counted
     zero = {"total": 0, "allocated": 0, "idle": 0, "utilization": 0.0}
     spend = {
         "currency": "USD",
@@ -238,7 +263,7 @@ def test_the_overview_counts_jobs_from_the_status_model() -> None:
         "committed": "0",
         "open_price_per_hour": "0",
     }
-    body = {
+    body: dict[str, Any] = {
         "at": None,
         "health": {"status": "ok"},
         "jobs_by_state": {"PENDING": 1, "RUNNING": 2},

@@ -46,7 +46,7 @@ from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.providers import ProviderStatusOut
-from scalar.wire.views import StatusOut
+from scalar.wire.views import CostsOut, StatusOut
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -278,7 +278,7 @@ class ControlPlane:
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return self.cluster.autoscaler_status(all_groups)
 
-    def costs(self, points: int = 24) -> dict[str, Any]:
+    def costs(self, points: int = 24) -> CostsOut:
         return self.cluster.costs(points)
 
     def metrics_snapshot(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
-the typed answers read as their models: provider states, ``wire/providers.py``; the status,
-``wire/views.py``).
+the typed answers read as their models: provider states, ``wire/providers.py``; the status and the
+costs, ``wire/views.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -19,7 +19,7 @@ from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
-from scalar.wire.views import StatusOut
+from scalar.wire.views import CostsOut, StatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -251,30 +251,36 @@ def _consolidation_view(raw: Any) -> dict[str, Any] | None:
     }
 
 
-def costs_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /costs``: the spend-over-time chart and the spend of each provider as a share bar."""
-    series = _dicts(body.get("series"))
+def costs_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /costs``, read as its model (``wire/views.py``'s ``CostsOut``): the spend-over-time chart and
+    the spend of each provider as a share bar; ``None`` when the answer is not one."""
+    try:
+        costs = CostsOut.model_validate(body)
+    except ValidationError:
+        return None
     points = []
-    for point in series:
-        when = parse_time(point.get("at"))
-        spend = number(point.get("spend"))
+    for point in costs.series:
+        when = parse_time(point.at)
+        spend = number(point.spend)
         if when is not None and spend is not None:
             points.append((when.timestamp(), spend))
     labels = []
     if points:
         for at in (points[0][0], points[len(points) // 2][0], points[-1][0]):
             labels.append((at, datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")))
-    providers = _dicts(body.get("by_provider"))
-    top = max((number(p.get("accrued")) or 0 for p in providers), default=0)
+    top = max((number(p.accrued) or 0 for p in costs.by_provider), default=0)
     return {
-        **body,
+        **costs.model_dump(mode="json", by_alias=True),
         "chart": line_chart(points, labels) if len(points) >= 2 else None,
         "providers": [
-            {**p, "bar_pct": round(100 * (number(p.get("accrued")) or 0) / top, 1) if top else 0}
-            for p in providers
+            {
+                **p.model_dump(mode="json", by_alias=True),
+                "bar_pct": round(100 * (number(p.accrued) or 0) / top, 1) if top else 0,
+            }
+            for p in costs.by_provider
         ],
         # each contract's accounting (delivered, idle, resold GPU-hours), shown beside it in the contracts table
-        "accounts": {str(b.get("block_id")): b for b in _dicts(body.get("by_block"))},
+        "accounts": {b.block_id: b.model_dump(mode="json", by_alias=True) for b in costs.by_block},
     }
 
 

@@ -1,6 +1,6 @@
 """``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
 when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
-the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status.
+the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status, the costs.
 The views themselves are built in ``runtime/views.py`` and
 ``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
-from scalar.wire.views import StatusOut
+from scalar.wire.views import CostsOut, StatusOut
 
 
 class ClusterService:
@@ -49,8 +49,9 @@ class ClusterService:
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return views_market.autoscaler_status(self.views(), all_groups)
 
-    def costs(self, points: int = 24) -> dict[str, Any]:
-        return views_market.costs(self.views(), points)
+    def costs(self, points: int = 24) -> CostsOut:
+        """Spend by provider, block and tenant and over time, as ``GET /costs`` sends it."""
+        return CostsOut.model_validate(views_market.costs(self.views(), points))
 
     def metrics_snapshot(self) -> dict[str, Any]:
         return views_market.metrics_snapshot(self.views())
