@@ -54,11 +54,11 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
     jobs = JobService(core, AccessService(core).secret_box)
     cluster = ClusterService(core)
     job_id = jobs.submit_job(job(1, 600))["id"]
-    assert cluster.nodes()["nodes"] == []
+    assert cluster.nodes().nodes == []
     _drive(core, 30)
     assert core.is_leader
-    nodes = cluster.nodes()["nodes"]
-    assert [n["jobs"] for n in nodes if n["jobs"]] == [[job_id]]
+    nodes = cluster.nodes().nodes
+    assert [n.jobs for n in nodes if n.jobs] == [[job_id]]
     assert cluster.status().health["role"] == "leader"
     explained = cluster.explain(job_id)
     assert explained is not None and explained["state"] == "RUNNING"

@@ -6,7 +6,7 @@ included, over a cluster with jobs, nodes and contracts in it."""
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from scalar.runtime.plane.access import AccessService
 from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
-from scalar.wire.views import CostsOut, StatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 from tests.runtime.helpers import Clock, job, settings_for
 
 
@@ -59,16 +59,19 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 UNDECLARED = {".slices": ["suspect", "lost"]}
 
 
-def assert_declared(answer: Any, model: type[BaseModel], where: str = "") -> int:
-    """``answer``'s keys are ``model``'s fields (sent in the model's order), recursively (but ``UNDECLARED``); returns how many
-    rows it checked."""
+def assert_declared(
+    answer: Any, model: type[BaseModel], where: str = "", unfilled: Sequence[str] = ()
+) -> int:
+    """``answer``'s keys are ``model``'s fields (sent in the model's order), recursively (but ``UNDECLARED``,
+    and the top level's ``unfilled`` fields, which another layer fills); returns how many rows it checked."""
     assert isinstance(answer, dict), (where, answer)
     names = [f.serialization_alias or f.alias or name for name, f in model.model_fields.items()]
+    names = [n for n in names if n not in unfilled]
     assert sorted(answer) == sorted(names + UNDECLARED.get(where, [])), where
     checked = 1
     for name, field in model.model_fields.items():
         inner = _model_of(field.annotation)
-        value = answer[field.serialization_alias or field.alias or name]
+        value = answer.get(field.serialization_alias or field.alias or name)
         if inner is None or value is None:
             continue
         for row in value if isinstance(value, list) else [value]:
@@ -95,3 +98,19 @@ def test_the_costs_model_declares_every_key_the_runtime_fills(driven: PlaneCore)
     assert assert_declared(answer, CostsOut) >= 1 + 1 + 1 + 2 + 2 + 4
     typed = cluster.costs(4)
     assert isinstance(typed, CostsOut) and typed.model_dump(mode="json") == answer
+
+
+def test_the_nodes_and_blocks_models_declare_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    # the page's paging fields are the API's (routes_cluster.py), filled after the runtime answered
+    paging = ["limit", "after", "next", "prev"]
+    nodes = cluster.views().nodes()
+    assert nodes["count"] >= 1 and any(n["jobs"] for n in nodes["nodes"])
+    # the page, each node and its GPUs, the totals
+    assert assert_declared(nodes, NodesOut, unfilled=paging) >= 1 + nodes["count"] * 2 + 1
+    blocks = cluster.views().blocks()
+    assert assert_declared(blocks, BlocksOut, unfilled=paging) == 1 + blocks["count"] + 1
+    typed_nodes, typed_blocks = cluster.nodes(), cluster.blocks()
+    assert isinstance(typed_nodes, NodesOut) and isinstance(typed_blocks, BlocksOut)
+    assert typed_nodes.model_dump(mode="json", exclude=set(paging)) == nodes
+    assert typed_blocks.model_dump(mode="json", exclude=set(paging)) == blocks

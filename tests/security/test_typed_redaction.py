@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
-from scalar.wire.views import CostsOut, StatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
 
@@ -100,7 +100,63 @@ def _costs() -> CostsOut:
     )
 
 
-TYPED: dict[str, Callable[[], BaseModel]] = {"status": _status, "costs": _costs}
+def _nodes() -> NodesOut:
+    gpus = [{"index": 0, "job_ids": [MINE, THEIRS], "vram_used_gb": 20.0, "vram_total_gb": 80.0}]
+    node = {
+        "node_id": "n0",
+        **dict.fromkeys(["block_id", "group", "provider", "instance_type", "gpu_model", "tier", "state"]),
+        **dict.fromkeys(["cpu_used", "cpu_total", "ram_used_gb", "ram_total_gb", "expires_at"]),
+        **dict.fromkeys(["expires_in_s", "ready_at", "idle_since"]),
+        "gpu_count": 1,
+        "gpus_allocated": 1,
+        "gpus_free": 0,
+        "vram_per_gpu_gb": 80.0,
+        "jobs": [MINE, THEIRS],
+        "gpus": gpus,
+    }
+    totals = {
+        "nodes": 1,
+        "nodes_by_state": {"ready": 1},
+        "ready_nodes": 1,
+        **dict.fromkeys(["gpus_total", "gpus_allocated", "largest_free_node_gpus"], 1),
+        **dict.fromkeys(["gpus_idle", "gpus_booting", "stranded_gpus"], 0),
+        **dict.fromkeys(["utilization", "fragmentation", "vram_total_gb", "vram_used_gb"], 1.0),
+    }
+    return NodesOut.model_validate({"nodes": [node], "count": 1, "totals": totals, "at": None})
+
+
+def _blocks() -> BlocksOut:
+    block = {
+        "block_id": "blk-1",
+        "provider": "aws",
+        "instance_type": None,
+        "group": f"bought for {THEIRS} (team-b's)",
+        "order_key": None,
+        "status": "open",
+        "node_ids": ["n0"],
+        "node_count": 1,
+        "gpus_per_node": 1,
+        "gpu_count": 1,
+        "price_per_gpu_hour": "2",
+        "price_per_hour": "2",
+        "start_time": None,
+        "end_time": None,
+        "expires_in_s": None,
+        "committed": "2",
+        "accrued": "1",
+    }
+    totals = {"blocks": 1, "open_blocks": 1, "open_gpus": 1, "open_price_per_hour": "2", "committed": "2"}
+    return BlocksOut.model_validate(
+        {"blocks": [block], "count": 1, "status": MINE, "totals": {**totals, "accrued": "1"}, "at": None}
+    )
+
+
+TYPED: dict[str, Callable[[], BaseModel]] = {
+    "status": _status,
+    "costs": _costs,
+    "nodes": _nodes,
+    "blocks": _blocks,
+}
 
 
 # A control plane whose typed calls answer the models above.
@@ -127,6 +183,8 @@ def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str)
     seen = user.model_dump_json()
     assert THEIRS not in seen and "team-b" not in seen and MINE in seen, seen
     assert OTHER_TENANT in seen and OTHER_TENANT_NAME in seen
+    if isinstance(user, NodesOut):  # capacity stays visible: the GPU is still held by two jobs
+        assert user.nodes[0].gpus[0].job_ids == [MINE, OTHER_TENANT] and user.totals == whole.totals
     if isinstance(user, CostsOut):  # another tenant's share of the contracts is not shown at all
         assert (
             [t.tenant for t in user.by_tenant] == [t.tenant for t in user.by_block[0].by_tenant] == ["team-a"]

@@ -73,26 +73,53 @@ def test_orderbook_view_marks_the_optimal_row_and_scales_the_depth_bars() -> Non
     assert views.orderbook_view({})["asks"] == []
 
 
+def _nodes_page(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``GET /nodes`` answer: one node with ``gpus``."""
+    from scalar.wire.views import NodeSlotsOut, NodeTotalsOut
+
+    node: dict[str, Any] = {n: None for n, f in NodeSlotsOut.model_fields.items() if f.is_required()}
+    node |= {"node_id": "n0", "gpu_count": len(gpus), "gpus_allocated": 3, "gpus_free": 1}
+    node |= {"vram_per_gpu_gb": 80.0, "jobs": ["a", "b"], "expires_in_s": 60.0, "gpus": gpus}
+    totals: dict[str, Any] = {name: 0 for name in NodeTotalsOut.model_fields} | {"nodes_by_state": {}}
+    return {"nodes": [node], "count": 1, "totals": totals | {"utilization": 0.75}, "at": None, "next": "c2"}
+
+
 def test_cluster_view_colors_each_job_alike_and_shades_vram() -> None:
-    body = {
-        "nodes": [
-            {
-                "node_id": "n0",
-                "expires_in_s": 60.0,
-                "gpus": [
-                    {"index": 0, "job_ids": ["a"], "vram_used_gb": 40, "vram_total_gb": 80},
-                    {"index": 1, "job_ids": ["b"], "vram_used_gb": 80, "vram_total_gb": 80},
-                    {"index": 2, "job_ids": ["a"], "vram_used_gb": 80, "vram_total_gb": 80},
-                    {"index": 3, "job_ids": [], "vram_used_gb": 0, "vram_total_gb": 80},
-                ],
-            }
-        ],
-        "totals": {"utilization": 0.75},
-    }
-    cells = views.cluster_view(body, NOW)["nodes"][0]["cells"]
+    body = _nodes_page(
+        [
+            {"index": 0, "job_ids": ["a"], "vram_used_gb": 40, "vram_total_gb": 80},
+            {"index": 1, "job_ids": ["b"], "vram_used_gb": 80, "vram_total_gb": 80},
+            {"index": 2, "job_ids": ["a"], "vram_used_gb": 80, "vram_total_gb": 80},
+            {"index": 3, "job_ids": [], "vram_used_gb": 0, "vram_total_gb": 80},
+        ]
+    )
+    view = views.cluster_view(body, NOW)
+    assert view is not None and view["totals"]["utilization"] == 0.75
+    cells = view["nodes"][0]["cells"]
     assert [c["color"] for c in cells] == [0, 1, 0, None]
     assert [c["vram_pct"] for c in cells] == [50, 100, 100, 0]
-    assert views.cluster_view({"nodes": "junk"}, NOW)["nodes"] == []
+    assert views.cluster_view({"nodes": "junk"}, NOW) is None
+
+
+def test_block_rows_count_down_to_the_expiry_from_the_blocks_model() -> None:
+    from scalar.wire.views import BlockOut
+
+    block: dict[str, Any] = {n: None for n, f in BlockOut.model_fields.items() if f.is_required()}
+    block |= {"block_id": "b1", "provider": "aws", "node_ids": [], "node_count": 0, "gpu_count": 8}
+    block |= {"price_per_gpu_hour": "2", "price_per_hour": "16", "committed": "16", "accrued": "1"}
+    block |= {"end_time": (NOW + timedelta(seconds=90)).isoformat()}
+    totals = {
+        "blocks": 1,
+        "open_blocks": 1,
+        "open_gpus": 8,
+        "open_price_per_hour": "16",
+        "committed": "16",
+        "accrued": "1",
+    }
+    body = {"blocks": [block], "count": 1, "status": None, "totals": totals, "at": None}
+    rows = views.block_rows(body, NOW)
+    assert [(r["block_id"], r["expires_in_s"]) for r in rows] == [("b1", 90.0)]
+    assert views.block_rows({"blocks": [block]}, NOW) == []  # not a blocks answer
 
 
 def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> None:

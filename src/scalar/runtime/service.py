@@ -46,7 +46,7 @@ from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.providers import ProviderStatusOut
-from scalar.wire.views import CostsOut, StatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -263,7 +263,7 @@ class ControlPlane:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
+    ) -> NodesOut:
         return self.cluster.nodes(include_gone, limit, after, descending)
 
     def blocks(
@@ -272,7 +272,7 @@ class ControlPlane:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
+    ) -> BlocksOut:
         return self.cluster.blocks(status, limit, after, descending)
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
 when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
-the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status, the costs.
+the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status, the costs, the nodes and the blocks.
 The views themselves are built in ``runtime/views.py`` and
 ``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
-from scalar.wire.views import CostsOut, StatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
 
 class ClusterService:
@@ -34,8 +34,9 @@ class ClusterService:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
-        return self.views().nodes(include_gone, limit, after, descending)
+    ) -> NodesOut:
+        """A page of the slot map with the fleet's totals, as ``GET /nodes`` sends it."""
+        return NodesOut.model_validate(self.views().nodes(include_gone, limit, after, descending))
 
     def blocks(
         self,
@@ -43,8 +44,9 @@ class ClusterService:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
-        return self.views().blocks(status, limit, after, descending)
+    ) -> BlocksOut:
+        """A page of contracts with the totals of every block in ``status``, as ``GET /blocks`` sends it."""
+        return BlocksOut.model_validate(self.views().blocks(status, limit, after, descending))
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return views_market.autoscaler_status(self.views(), all_groups)
