@@ -83,7 +83,7 @@ def test_access_keeps_tokens_audit_and_budgets_in_the_core_store(core: PlaneCore
     principal = access.authenticate(made["token"])
     assert principal is not None and principal.tenant == "team-a"
     assert [t["name"] for t in access.list_tokens()] == ["ci"]
-    assert access.put_budgets([{"scope": "team-a", "usd_per_hour": "2"}], actor="test")["limits"]
+    assert access.put_budgets([{"scope": "team-a", "usd_per_hour": "2"}], actor="test").limits
     assert {e["action"] for e in access.audit()} >= {"token.create", "budgets.replace"}
     assert access.secret_box() is access.secret_box()
 

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from scalar.runtime import budgets as budgets_mod
 from scalar.runtime import views_market
 from scalar.runtime.plane.access import AccessService
 from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
+from scalar.wire.budgets import BudgetsOut
 from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 from tests.runtime.helpers import Clock, job, settings_for
 
@@ -114,3 +116,19 @@ def test_the_nodes_and_blocks_models_declare_every_key_the_runtime_fills(driven:
     assert isinstance(typed_nodes, NodesOut) and isinstance(typed_blocks, BlocksOut)
     assert typed_nodes.model_dump(mode="json", exclude=set(paging)) == nodes
     assert typed_blocks.model_dump(mode="json", exclude=set(paging)) == blocks
+
+
+def test_the_budgets_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    access = AccessService(driven)
+    limits = [
+        {"scope": "team-a", "usd_per_hour": "2"},
+        {"scope": "global", "usd_per_period": "9", "period": "month"},
+    ]
+    typed = access.put_budgets(limits, actor="test")
+    store, _ = driven.opened()
+    answer = budgets_mod.get_limits(store, driven.clock())
+    assert assert_declared(answer, BudgetsOut) == 1 + 2 + 2  # the answer, two limits, two scopes' usage
+    assert (
+        isinstance(typed, BudgetsOut)
+        and typed.model_dump(mode="json") == answer == access.budgets().model_dump()
+    )

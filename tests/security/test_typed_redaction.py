@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
+from scalar.wire.budgets import BudgetsOut
 from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
@@ -151,7 +152,26 @@ def _blocks() -> BlocksOut:
     )
 
 
+def _budgets() -> BudgetsOut:
+    def limit(scope: str) -> dict[str, Any]:
+        return {"scope": scope, "usd_per_hour": "5", "usd_per_period": None, "period": "day"}
+
+    def usage(scope: str) -> dict[str, Any]:
+        at = "2026-01-01T00:00:00+00:00"
+        return {"scope": scope, "committed_usd_per_hour": "1", "period": "day", "period_start": at}
+
+    scopes = ["global", "team-a", "team-b"]
+    return BudgetsOut.model_validate(
+        {
+            "limits": [limit(s) for s in scopes],
+            # a usage row's text naming both jobs, to show the redaction reaches every field
+            "usage": [{**usage(s), "committed_usd_this_period": f"{MINE} {THEIRS}"} for s in scopes],
+        }
+    )
+
+
 TYPED: dict[str, Callable[[], BaseModel]] = {
+    "budgets": _budgets,
     "status": _status,
     "costs": _costs,
     "nodes": _nodes,
@@ -185,6 +205,10 @@ def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str)
     assert OTHER_TENANT in seen and OTHER_TENANT_NAME in seen
     if isinstance(user, NodesOut):  # capacity stays visible: the GPU is still held by two jobs
         assert user.nodes[0].gpus[0].job_ids == [MINE, OTHER_TENANT] and user.totals == whole.totals
+    if isinstance(
+        user, BudgetsOut
+    ):  # the global rows and its own tenant's (the HTTP test: test_view_tenancy)
+        assert [x.scope for x in user.limits] == [x.scope for x in user.usage] == ["global", "team-a"]
     if isinstance(user, CostsOut):  # another tenant's share of the contracts is not shown at all
         assert (
             [t.tenant for t in user.by_tenant] == [t.tenant for t in user.by_block[0].by_tenant] == ["team-a"]

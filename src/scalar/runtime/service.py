@@ -45,6 +45,7 @@ from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.budgets import BudgetsOut
 from scalar.wire.providers import ProviderStatusOut
 from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
@@ -246,10 +247,10 @@ class ControlPlane:
     ) -> list[dict[str, Any]]:
         return self.access.audit(tenant, action, after_id, limit, before_id)
 
-    def budgets(self) -> dict[str, Any]:
+    def budgets(self) -> BudgetsOut:
         return self.access.budgets()
 
-    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]:
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> BudgetsOut:
         return self.access.put_budgets(limits, actor=actor)
 
     # ---- cluster views (plane/cluster.py): any process, from the store -------------------------------
