@@ -54,12 +54,12 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
     jobs = JobService(core, AccessService(core).secret_box)
     cluster = ClusterService(core)
     job_id = jobs.submit_job(job(1, 600))["id"]
-    assert cluster.nodes()["nodes"] == []
+    assert cluster.nodes().nodes == []
     _drive(core, 30)
     assert core.is_leader
-    nodes = cluster.nodes()["nodes"]
-    assert [n["jobs"] for n in nodes if n["jobs"]] == [[job_id]]
-    assert cluster.status()["health"]["role"] == "leader"
+    nodes = cluster.nodes().nodes
+    assert [n.jobs for n in nodes if n.jobs] == [[job_id]]
+    assert cluster.status().health["role"] == "leader"
     explained = cluster.explain(job_id)
     assert explained is not None and explained["state"] == "RUNNING"
     assert jobs.explain_job(job_id) is not None  # the leader's own explanation
@@ -83,7 +83,7 @@ def test_access_keeps_tokens_audit_and_budgets_in_the_core_store(core: PlaneCore
     principal = access.authenticate(made["token"])
     assert principal is not None and principal.tenant == "team-a"
     assert [t["name"] for t in access.list_tokens()] == ["ci"]
-    assert access.put_budgets([{"scope": "team-a", "usd_per_hour": "2"}], actor="test")["limits"]
+    assert access.put_budgets([{"scope": "team-a", "usd_per_hour": "2"}], actor="test").limits
     assert {e["action"] for e in access.audit()} >= {"token.create", "budgets.replace"}
     assert access.secret_box() is access.secret_box()
 

@@ -90,13 +90,11 @@ def test_every_preview_is_what_the_controller_then_does(sqlite_url: str, tmp_pat
         # FLEX job that does not fit is decided when its batch is released, after events the preview cannot
         # know of)
         for tier in ("FAST", "FAST", "FLEX", "FLEX", "FLEX"):
-            free = [
-                n for n in plane.nodes()["nodes"] if str(n["state"]).upper() == "READY" and n["tier"] == tier
-            ]
-            free = [n for n in free if n["gpus_free"] >= 1]
+            free = [n for n in plane.nodes().nodes if str(n.state).upper() == "READY" and n.tier == tier]
+            free = [n for n in free if n.gpus_free >= 1]
             if free:
-                node = max(free, key=lambda n: n["gpus_free"])
-                _check(plane, clock, job(min(2, node["gpus_free"]), 600, tier), compared)
+                node = max(free, key=lambda n: n.gpus_free)
+                _check(plane, clock, job(min(2, node.gpus_free), 600, tier), compared)
         assert compared["node"] >= 2 and compared["group"] >= 3, compared
     finally:
         plane.stop()

@@ -73,26 +73,53 @@ def test_orderbook_view_marks_the_optimal_row_and_scales_the_depth_bars() -> Non
     assert views.orderbook_view({})["asks"] == []
 
 
+def _nodes_page(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``GET /nodes`` answer: one node with ``gpus``."""
+    from scalar.wire.views import NodeSlotsOut, NodeTotalsOut
+
+    node: dict[str, Any] = {n: None for n, f in NodeSlotsOut.model_fields.items() if f.is_required()}
+    node |= {"node_id": "n0", "gpu_count": len(gpus), "gpus_allocated": 3, "gpus_free": 1}
+    node |= {"vram_per_gpu_gb": 80.0, "jobs": ["a", "b"], "expires_in_s": 60.0, "gpus": gpus}
+    totals: dict[str, Any] = {name: 0 for name in NodeTotalsOut.model_fields} | {"nodes_by_state": {}}
+    return {"nodes": [node], "count": 1, "totals": totals | {"utilization": 0.75}, "at": None, "next": "c2"}
+
+
 def test_cluster_view_colors_each_job_alike_and_shades_vram() -> None:
-    body = {
-        "nodes": [
-            {
-                "node_id": "n0",
-                "expires_in_s": 60.0,
-                "gpus": [
-                    {"index": 0, "job_ids": ["a"], "vram_used_gb": 40, "vram_total_gb": 80},
-                    {"index": 1, "job_ids": ["b"], "vram_used_gb": 80, "vram_total_gb": 80},
-                    {"index": 2, "job_ids": ["a"], "vram_used_gb": 80, "vram_total_gb": 80},
-                    {"index": 3, "job_ids": [], "vram_used_gb": 0, "vram_total_gb": 80},
-                ],
-            }
-        ],
-        "totals": {"utilization": 0.75},
-    }
-    cells = views.cluster_view(body, NOW)["nodes"][0]["cells"]
+    body = _nodes_page(
+        [
+            {"index": 0, "job_ids": ["a"], "vram_used_gb": 40, "vram_total_gb": 80},
+            {"index": 1, "job_ids": ["b"], "vram_used_gb": 80, "vram_total_gb": 80},
+            {"index": 2, "job_ids": ["a"], "vram_used_gb": 80, "vram_total_gb": 80},
+            {"index": 3, "job_ids": [], "vram_used_gb": 0, "vram_total_gb": 80},
+        ]
+    )
+    view = views.cluster_view(body, NOW)
+    assert view is not None and view["totals"]["utilization"] == 0.75
+    cells = view["nodes"][0]["cells"]
     assert [c["color"] for c in cells] == [0, 1, 0, None]
     assert [c["vram_pct"] for c in cells] == [50, 100, 100, 0]
-    assert views.cluster_view({"nodes": "junk"}, NOW)["nodes"] == []
+    assert views.cluster_view({"nodes": "junk"}, NOW) is None
+
+
+def test_block_rows_count_down_to_the_expiry_from_the_blocks_model() -> None:
+    from scalar.wire.views import BlockOut
+
+    block: dict[str, Any] = {n: None for n, f in BlockOut.model_fields.items() if f.is_required()}
+    block |= {"block_id": "b1", "provider": "aws", "node_ids": [], "node_count": 0, "gpu_count": 8}
+    block |= {"price_per_gpu_hour": "2", "price_per_hour": "16", "committed": "16", "accrued": "1"}
+    block |= {"end_time": (NOW + timedelta(seconds=90)).isoformat()}
+    totals = {
+        "blocks": 1,
+        "open_blocks": 1,
+        "open_gpus": 8,
+        "open_price_per_hour": "16",
+        "committed": "16",
+        "accrued": "1",
+    }
+    body = {"blocks": [block], "count": 1, "status": None, "totals": totals, "at": None}
+    rows = views.block_rows(body, NOW)
+    assert [(r["block_id"], r["expires_in_s"]) for r in rows] == [("b1", 90.0)]
+    assert views.block_rows({"blocks": [block]}, NOW) == []  # not a blocks answer
 
 
 def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> None:
@@ -115,12 +142,37 @@ def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> N
     assert ("terminated", 3) in view["groups"][0]["badges"]
 
 
+def _costs(series: list[dict[str, Any]], providers: list[str]) -> dict[str, Any]:
+    """A ``GET /costs`` answer: nothing spent but in ``series``, and ``providers`` listed."""
+    from decimal import Decimal
+
+    from scalar.engine.costs import BlockAccount, cost_report
+    from scalar.runtime.views_market import cost_answer
+
+    accounts = [
+        BlockAccount(f"blk-{p}", p, "open", Decimal(3600), {}, Decimal(i + 1), Decimal(3600))
+        for i, p in enumerate(providers)
+    ]
+    return {"at": NOW.isoformat(), **cost_answer(cost_report(accounts)), "series": series}
+
+
 def test_costs_view_charts_the_cumulative_spend() -> None:
-    series = [{"at": (NOW + timedelta(seconds=i)).isoformat(), "spend": f"{i * 0.5:.6f}"} for i in range(5)]
-    view = views.costs_view({"series": series, "by_provider": [{"provider": "aws", "accrued": "2.0"}]})
-    assert view["chart"] is not None and view["chart"].paths["line"].startswith("M")
-    assert view["providers"][0]["bar_pct"] == 100.0
-    assert views.costs_view({"series": series[:1]})["chart"] is None
+    series = [
+        {
+            "at": (NOW + timedelta(seconds=i)).isoformat(),
+            "spend": f"{i * 0.5:.6f}",
+            "spend_in_interval": "0.5",
+            "by_provider": {},
+        }
+        for i in range(5)
+    ]
+    view = views.costs_view(_costs(series, ["aws", "gcp"]))
+    assert view is not None and view["chart"] is not None and view["chart"].paths["line"].startswith("M")
+    assert [p["bar_pct"] for p in view["providers"]] == [50.0, 100.0]
+    assert set(view["accounts"]) == {"blk-aws", "blk-gcp"}
+    one = views.costs_view(_costs(series[:1], []))
+    assert one is not None and one["chart"] is None and one["providers"] == []
+    assert views.costs_view({"series": series}) is None  # not a costs answer
 
 
 def test_jobs_wait_until_they_start() -> None:
@@ -222,3 +274,35 @@ def test_the_costs_page_shows_utilisation_delivered_idle_resold_and_tenants() ->
         r"<tr><td>([^<]+)</td><td class=\"num\">([^<]+)</td><td class=\"num\">([^<]+)</td></tr>", html
     )
     assert tenants == [("ml", "4", "$8.00"), ("web", "1", "$2.00"), ("(idle)", "5", "$10.00")]
+
+
+def test_the_overview_counts_jobs_from_the_status_model() -> None:
+    from scalar.wire.views import StatusOut
+
+    assert views.jobs_by_state({}) == {} and views.jobs_by_state({"title": "a problem"}) == {}
+    empty: dict[str, Any] = {name: None for name in StatusOut.model_fields}
+    assert views.jobs_by_state({**empty, "jobs_by_state": {"PENDING": 1}}) == {}  # not a status: none counted
+    zero = {"total": 0, "allocated": 0, "idle": 0, "utilization": 0.0}
+    spend = {
+        "currency": "USD",
+        "accrued": "0",
+        "by_provider": {},
+        "committed": "0",
+        "open_price_per_hour": "0",
+    }
+    body: dict[str, Any] = {
+        "at": None,
+        "health": {"status": "ok"},
+        "jobs_by_state": {"PENDING": 1, "RUNNING": 2},
+        "jobs_total": 3,
+        "nodes_by_state": {},
+        "gpus": zero,
+        "spend": spend,
+        "slices": {},
+        "orders_by_status": {},
+        "actions_by_status": {},
+        "inbox_pending": 0,
+        "steps": 0,
+        "step_latency": {"count": 0, "mean_s": None, "max_s": None},
+    }
+    assert views.jobs_by_state(body) == {"PENDING": 1, "RUNNING": 2}

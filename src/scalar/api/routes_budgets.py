@@ -15,6 +15,7 @@ from scalar.api.access import ADMIN, USER
 from scalar.api.auth import require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.errors import InvalidSpecError
+from scalar.wire.budgets import BudgetsOut
 from scalar.wire.jobs import FieldProblem, ProblemDetails
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
@@ -23,9 +24,9 @@ _AMOUNT = r"^\d{1,12}(\.\d{1,6})?$"
 
 @runtime_checkable
 class BudgetsPort(Protocol):
-    def budgets(self) -> dict[str, Any]: ...
+    def budgets(self) -> BudgetsOut: ...
 
-    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]: ...
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> BudgetsOut: ...
 
 
 class LimitBody(BaseModel):
@@ -49,19 +50,22 @@ class BudgetsBody(BaseModel):
 def budgets_router(control_plane: BudgetsPort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["budgets"], dependencies=[USER])
 
-    @router.get("/budgets", summary="Spend limits, and what is committed against each")
-    def get_budgets() -> dict[str, Any]:
+    @router.get(
+        "/budgets", response_model=BudgetsOut, summary="Spend limits, and what is committed against each"
+    )
+    def get_budgets() -> Any:
         """``limits`` (scope, usd_per_hour, usd_per_period, period) and ``usage`` per scope:
         ``committed_usd_per_hour`` and ``committed_usd_this_period`` (spent + due until the period ends)."""
         return control_plane.budgets()
 
     @router.put(
         "/budgets",
+        response_model=BudgetsOut,
         summary="Replace every spend limit (admin)",
         dependencies=[ADMIN],
         responses={422: {**_PROBLEM, "description": "a limit is invalid"}},
     )
-    def put_budgets(body: BudgetsBody) -> dict[str, Any]:
+    def put_budgets(body: BudgetsBody) -> Any:
         """The limits apply from the controller's next step; a purchase that would break one waits with
         reason ``budget_exceeded``. Scopes not listed have no limit. ``limits`` is required (``{}`` is
         refused): ``[]`` removes every limit. Audit-logged (``budgets.replace``, ``budgets.clear``)."""

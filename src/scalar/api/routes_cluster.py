@@ -7,9 +7,10 @@ Registered by ``create_app`` when the control plane has these calls (``ClusterPo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel
 
 from scalar.api import paging
 from scalar.api.access import USER
@@ -32,6 +33,7 @@ MAX_ID_LENGTH = 200
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 BlockStatus = Literal["open", "released", "ended"]
+Paged = TypeVar("Paged", NodesOut, BlocksOut)
 
 
 @runtime_checkable
@@ -44,7 +46,7 @@ class ClusterPort(Protocol):
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]: ...
+    ) -> NodesOut: ...
 
     def blocks(
         self,
@@ -52,15 +54,15 @@ class ClusterPort(Protocol):
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]: ...
+    ) -> BlocksOut: ...
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]: ...
 
-    def costs(self, points: int = 24) -> dict[str, Any]: ...
+    def costs(self, points: int = 24) -> CostsOut: ...
 
     def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> StatusOut: ...
 
 
 def cluster_router(control_plane: ClusterPort) -> APIRouter:
@@ -174,7 +176,8 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
         idle, spend, slices by lifecycle state and the leader's step latency."""
         answer = control_plane.status()
         if not current_principal().is_admin:  # the public health: no database, host or process
-            answer["health"] = HealthOut.model_validate(answer.get("health") or {}).model_dump(mode="json")
+            public = HealthOut.model_validate(answer.health).model_dump(mode="json")
+            answer = answer.model_copy(update={"health": public})
         return answer
 
     @router.post(
@@ -197,31 +200,26 @@ def cluster_router(control_plane: ClusterPort) -> APIRouter:
 
 
 def _paged(
-    read: Callable[[str | None, bool, int], dict[str, Any]],
+    read: Callable[[str | None, bool, int], Paged],
     items: str,
     key: str,
     limit: int,
     after: str | None,
     listing: str,
-) -> dict[str, Any]:
+) -> Paged:
     """A page of a view whose ``items`` are in ``key`` order, with its totals and cursors."""
     cursor = paging.decode(after, listing)
-    answers: list[dict[str, Any]] = []
+    answers: list[Paged] = []
 
-    def fetch(start: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+    def fetch(start: Any, reverse: bool, n: int) -> list[BaseModel]:
         answers.append(read(None if start is None else str(start), reverse, n))
-        return list(answers[-1][items])
+        return list(getattr(answers[-1], items))
 
-    found = paging.page(fetch, lambda row: str(row[key]), limit, cursor, listing)
-    return {
-        **answers[-1],
-        items: found.items,
-        "count": len(found.items),
-        "limit": limit,
-        "after": after or None,
-        "next": found.next,
-        "prev": found.prev,
-    }
+    found = paging.page(fetch, lambda row: str(getattr(row, key)), limit, cursor, listing)
+    update = {"count": len(found.items), "limit": limit, "after": after or None}
+    return answers[-1].model_copy(
+        update={items: found.items, **update, "next": found.next, "prev": found.prev}
+    )
 
 
 def cluster_endpoints() -> list[str]:

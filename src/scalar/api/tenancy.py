@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from pydantic import BaseModel
+
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.runtime.auth import redact_view
 
@@ -59,7 +61,7 @@ class TenantScoped:
         """``answer`` as the caller may see it (the one redaction step; admins see it whole)."""
         principal = current_principal()
         tokens = self._tokens
-        if principal.is_admin or tokens is None or not isinstance(answer, dict | list):
+        if principal.is_admin or tokens is None or not isinstance(answer, dict | list | BaseModel):
             return answer
         return redact_view(answer, principal.tenant, tokens.foreign_job_ids, tokens.other_tenants)
 

@@ -1,9 +1,9 @@
-"""``scalar costs``: spend by provider and over time, $ per delivered GPU-hour, what idle GPUs cost."""
+"""``scalar costs``: spend by provider and over time, $ per delivered GPU-hour, what idle GPUs cost (read as
+``GET /costs``'s model, ``wire/views.py``'s ``CostsOut``)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 import typer
 
@@ -11,6 +11,7 @@ from scalar.cli.cluster_output import fetch, hours, table, usd
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import server_option
 from scalar.cli.output import Col, print_json, say, show, when, wide_option
+from scalar.wire.views import CostsOut
 
 BAR_WIDTH = 30
 
@@ -19,35 +20,35 @@ def bar(value: Decimal, most: Decimal) -> str:
     return "#" * (round(BAR_WIDTH * value / most) if most > 0 else 0)
 
 
-def print_costs(c: dict[str, Any], wide: bool = False) -> None:
+def print_costs(c: CostsOut, wide: bool = False) -> None:
     rows = [
         [
-            p.get("provider"),
-            p.get("blocks"),
-            usd(p.get("accrued"), 4),
-            usd(p.get("committed")),
-            hours(p.get("paid_gpu_hours")),
-            hours(p.get("delivered_gpu_hours")),
-            hours(p.get("idle_gpu_hours")),
-            usd(p.get("idle_cost"), 4),
-            hours(p.get("sold_back_gpu_hours")),
-            usd(p.get("sold_back_revenue"), 4),
-            usd(p.get("cost_per_delivered_gpu_hour"), 4),
+            p.provider,
+            p.blocks,
+            usd(p.accrued, 4),
+            usd(p.committed),
+            hours(p.paid_gpu_hours),
+            hours(p.delivered_gpu_hours),
+            hours(p.idle_gpu_hours),
+            usd(p.idle_cost, 4),
+            hours(p.sold_back_gpu_hours),
+            usd(p.sold_back_revenue, 4),
+            usd(p.cost_per_delivered_gpu_hour, 4),
         ]
-        for p in c.get("by_provider") or []
+        for p in c.by_provider
     ]
     total = [
         "TOTAL",
-        sum(p.get("blocks") or 0 for p in c.get("by_provider") or []),
-        usd(c.get("accrued"), 4),
-        usd(c.get("committed")),
-        hours(c.get("paid_gpu_hours")),
-        hours(c.get("delivered_gpu_hours")),
-        hours(c.get("idle_gpu_hours")),
-        usd(c.get("idle_cost"), 4),
-        hours(c.get("sold_back_gpu_hours")),
-        usd(c.get("sold_back_revenue"), 4),
-        usd(c.get("cost_per_delivered_gpu_hour"), 4),
+        sum(p.blocks for p in c.by_provider),
+        usd(c.accrued, 4),
+        usd(c.committed),
+        hours(c.paid_gpu_hours),
+        hours(c.delivered_gpu_hours),
+        hours(c.idle_gpu_hours),
+        usd(c.idle_cost, 4),
+        hours(c.sold_back_gpu_hours),
+        usd(c.sold_back_revenue, 4),
+        usd(c.cost_per_delivered_gpu_hour, 4),
     ]
     headers = [
         Col("provider", "key"),
@@ -63,21 +64,21 @@ def print_costs(c: dict[str, Any], wide: bool = False) -> None:
         Col("per_delivered_gpu_h", "num"),
     ]
     show(table(headers, rows, "COSTS BY PROVIDER (USD)", total, wide=wide))
-    tenants = c.get("by_tenant") or []
+    tenants = c.by_tenant
     if tenants:
         # Each tenant's GPU-hours and cost, and (idle): paid for, held by no job (an admin sees all rows).
-        trows = [[t.get("tenant"), hours(t.get("gpu_hours")), usd(t.get("cost"), 4)] for t in tenants]
+        trows = [[t.tenant, hours(t.gpu_hours), usd(t.cost, 4)] for t in tenants]
         tenant_cols = [Col("tenant", "key"), Col("gpu_h", "num"), Col("cost", "num")]
         show(table(tenant_cols, trows, "COSTS BY TENANT (USD)"))
-    series = c.get("series") or []
+    series = c.series
     if series:
-        spends = [Decimal(p.get("spend") or 0) for p in series]
+        spends = [Decimal(p.spend or 0) for p in series]
         most = max(spends)
         srows = [
             [
-                when(p.get("at")),
-                usd(p.get("spend"), 4),
-                usd(p.get("spend_in_interval"), 4),
+                when(p.at),
+                usd(p.spend, 4),
+                usd(p.spend_in_interval, 4),
                 bar(s, most),
             ]
             for p, s in zip(series, spends, strict=True)
@@ -109,4 +110,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_costs(answer, wide)
+        print_costs(CostsOut.model_validate(answer), wide)

@@ -1,9 +1,9 @@
-"""``scalar nodes``: the GPU slot map (GET /nodes); ``scalar blocks``: the contracts (GET /blocks)."""
+"""``scalar nodes``: the GPU slot map (GET /nodes); ``scalar blocks``: the contracts (GET /blocks); both
+read as their models (``wire/views.py``'s ``NodesOut`` and ``BlocksOut``)."""
 
 from __future__ import annotations
 
 import string
-from typing import Any
 
 import typer
 
@@ -11,17 +11,18 @@ from scalar.cli.cluster_output import fetch, table, usd
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import server_option
 from scalar.cli.output import Col, duration, print_json, say, show, when, wide_option
+from scalar.wire.views import BlocksOut, NodeSlotsOut, NodesOut
 
 FREE = "."
 LETTERS = string.ascii_uppercase + string.ascii_lowercase
 BLOCK_STATUSES = ("open", "released", "ended")
 
 
-def gpu_map(node: dict[str, Any], letters: dict[str, str]) -> str:
+def gpu_map(node: NodeSlotsOut, letters: dict[str, str]) -> str:
     """One character per GPU: ``.`` free, a letter per job (the legend names them), ``*`` shared."""
     chars = []
-    for gpu in node.get("gpus") or []:
-        jobs = gpu.get("job_ids") or []
+    for gpu in node.gpus:
+        jobs = gpu.job_ids
         if not jobs:
             chars.append(FREE)
         elif len(jobs) > 1:
@@ -57,34 +58,34 @@ BLOCK_COLUMNS = [
 ]
 
 
-def print_nodes(answer: dict[str, Any], wide: bool = False) -> None:
+def print_nodes(answer: NodesOut, wide: bool = False) -> None:
     letters: dict[str, str] = {}
     rows = []
-    for n in answer.get("nodes") or []:
-        vram = sum(g.get("vram_used_gb") or 0 for g in n.get("gpus") or [])
+    for n in answer.nodes:
+        vram = sum(g.vram_used_gb for g in n.gpus)
         rows.append(
             [
-                n.get("node_id"),
-                n.get("provider"),
-                n.get("instance_type"),
-                n.get("tier"),
-                n.get("state"),
-                f"{n.get('gpus_allocated')}/{n.get('gpu_count')}",
+                n.node_id,
+                n.provider,
+                n.instance_type,
+                n.tier,
+                n.state,
+                f"{n.gpus_allocated}/{n.gpu_count}",
                 gpu_map(n, letters),
-                f"{vram:g}/{(n.get('vram_per_gpu_gb') or 0) * (n.get('gpu_count') or 0):g}",
-                duration(n.get("expires_in_s")),
+                f"{vram:g}/{n.vram_per_gpu_gb * n.gpu_count:g}",
+                duration(n.expires_in_s),
             ]
         )
-    t = answer.get("totals") or {}
+    t = answer.totals
     total = [
         "TOTAL",
         None,
         None,
         None,
         None,
-        f"{t.get('gpus_allocated', 0)}/{t.get('gpus_total', 0)}",
+        f"{t.gpus_allocated}/{t.gpus_total}",
         None,
-        f"{t.get('vram_used_gb', 0):g}/{t.get('vram_total_gb', 0):g}",
+        f"{t.vram_used_gb:g}/{t.vram_total_gb:g}",
         None,
     ]
     if not rows:
@@ -97,44 +98,44 @@ def print_nodes(answer: dict[str, Any], wide: bool = False) -> None:
     show(table(NODE_COLUMNS, rows, title, total, wide=wide))
     if letters:
         say("jobs: " + ", ".join(f"{c}={j}" for j, c in letters.items()))
-    say(f"{answer.get('count', 0)} nodes, {t.get('ready_nodes', 0)} ready")
+    say(f"{answer.count} nodes, {t.ready_nodes} ready")
     say(
-        f"utilization {float(t.get('utilization') or 0):.0%} of the GPUs on READY nodes; fragmentation "
-        f"{float(t.get('fragmentation') or 0):.0%} ({t.get('stranded_gpus', 0)} of {t.get('gpus_idle', 0)} idle GPUs "
-        f"sit on partly used nodes); {t.get('gpus_booting', 0)} GPUs booting"
+        f"utilization {t.utilization:.0%} of the GPUs on READY nodes; fragmentation "
+        f"{t.fragmentation:.0%} ({t.stranded_gpus} of {t.gpus_idle} idle GPUs "
+        f"sit on partly used nodes); {t.gpus_booting} GPUs booting"
     )
 
 
-def print_blocks(answer: dict[str, Any], wide: bool = False, status: str | None = None) -> None:
+def print_blocks(answer: BlocksOut, wide: bool = False, status: str | None = None) -> None:
     rows = [
         [
-            b.get("block_id"),
-            b.get("provider"),
-            b.get("instance_type"),
-            b.get("status"),
-            b.get("node_count"),
-            b.get("gpu_count"),
-            usd(b.get("price_per_gpu_hour"), 4),
-            when(b.get("start_time")),
-            when(b.get("end_time")),
-            usd(b.get("committed")),
-            usd(b.get("accrued"), 4),
+            b.block_id,
+            b.provider,
+            b.instance_type,
+            b.status,
+            b.node_count,
+            b.gpu_count,
+            usd(b.price_per_gpu_hour, 4),
+            when(b.start_time),
+            when(b.end_time),
+            usd(b.committed),
+            usd(b.accrued, 4),
         ]
-        for b in answer.get("blocks") or []
+        for b in answer.blocks
     ]
-    t = answer.get("totals") or {}
+    t = answer.totals
     total = [
         "TOTAL",
         None,
         None,
-        f"{t.get('open_blocks', 0)} open",
-        sum(b.get("node_count") or 0 for b in answer.get("blocks") or []),
-        sum(b.get("gpu_count") or 0 for b in answer.get("blocks") or []),
+        f"{t.open_blocks} open",
+        sum(b.node_count for b in answer.blocks),
+        sum(b.gpu_count for b in answer.blocks),
         None,
         None,
         None,
-        usd(t.get("committed")),
-        usd(t.get("accrued"), 4),
+        usd(t.committed),
+        usd(t.accrued, 4),
     ]
     if not rows:
         if status:
@@ -144,8 +145,8 @@ def print_blocks(answer: dict[str, Any], wide: bool = False, status: str | None 
         return
     show(table(BLOCK_COLUMNS, rows, "BLOCKS (contracts, USD)", total, wide=wide))
     say(
-        f"{t.get('blocks', 0)} blocks; open contracts cost {usd(t.get('open_price_per_hour')) or '$0.00'}/h "
-        f"for {t.get('open_gpus', 0)} GPUs"
+        f"{t.blocks} blocks; open contracts cost {usd(t.open_price_per_hour) or '$0.00'}/h "
+        f"for {t.open_gpus} GPUs"
     )
 
 
@@ -170,9 +171,10 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_nodes(answer, wide)
-        if answer.get("next"):
-            say(f"more nodes with --after {answer['next']}")
+        page = NodesOut.model_validate(answer)
+        print_nodes(page, wide)
+        if page.next:
+            say(f"more nodes with --after {page.next}")
 
     @app.command("blocks")
     @user_errors
@@ -199,6 +201,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_blocks(answer, wide, status)
-        if answer.get("next"):
-            say(f"more blocks with --after {answer['next']}")
+        contracts = BlocksOut.model_validate(answer)
+        print_blocks(contracts, wide, status)
+        if contracts.next:
+            say(f"more blocks with --after {contracts.next}")

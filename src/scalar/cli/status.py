@@ -1,8 +1,7 @@
-"""``scalar status``: is the server up, who leads, how many jobs in each state, GPUs, spend and slices."""
+"""``scalar status``: is the server up, who leads, how many jobs in each state, GPUs, spend and slices (read
+as ``GET /status``'s model, ``wire/views.py``'s ``StatusOut``)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import typer
 
@@ -10,20 +9,21 @@ from scalar.cli.cluster_output import fetch, table, usd
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import server_option
 from scalar.cli.output import print_json, say, show, when
+from scalar.wire.views import StatusOut
 
 
-def print_status(server: str, s: dict[str, Any]) -> None:
-    health = s.get("health") or {}
+def print_status(server: str, s: StatusOut) -> None:
+    health = s.health
     role = health.get("role", "-")
     leader = health.get("lease_holder") or "-"
     say(
         f"Scalar at {server}: {health.get('status', '-')}, this process is the {role} "
         f"(lease held by {leader}, epoch {health.get('epoch', '-')}), last step {when(health.get('last_step_at')) or '-'}"
     )
-    jobs = s.get("jobs_by_state") or {}
-    show(table(["state", "jobs"], list(jobs.items()), "JOBS", ["TOTAL", s.get("jobs_total", 0)]))
-    nodes = s.get("nodes_by_state") or {}
-    slices = s.get("slices") or {}
+    jobs = s.jobs_by_state
+    show(table(["state", "jobs"], list(jobs.items()), "JOBS", ["TOTAL", s.jobs_total]))
+    nodes = s.nodes_by_state
+    slices = s.slices.model_dump()
     states = list(dict.fromkeys([*slices, *nodes]))
     rows = [[st, nodes.get(st), slices.get(st)] for st in states]
     show(
@@ -34,31 +34,30 @@ def print_status(server: str, s: dict[str, Any]) -> None:
             ["TOTAL", sum(nodes.values()), sum(slices.values())],
         )
     )
-    gpus = s.get("gpus") or {}
-    spend = s.get("spend") or {}
-    by_provider = spend.get("by_provider") or {}
+    gpus = s.gpus
+    spend = s.spend
     show(
         table(
             ["provider", "spend_usd"],
-            [[p, usd(v, 4)] for p, v in by_provider.items()],
+            [[p, usd(v, 4)] for p, v in spend.by_provider.items()],
             "SPEND",
-            ["TOTAL", usd(spend.get("accrued"), 4)],
+            ["TOTAL", usd(spend.accrued, 4)],
         )
     )
-    latency = s.get("step_latency") or {}
-    mean = latency.get("mean_s")
+    latency = s.step_latency
+    mean = latency.mean_s
     say(
-        f"GPUs on READY nodes: {gpus.get('allocated', 0)} of {gpus.get('total', 0)} allocated, "
-        f"{gpus.get('idle', 0)} idle ({float(gpus.get('utilization') or 0):.0%} utilization)"
+        f"GPUs on READY nodes: {gpus.allocated} of {gpus.total} allocated, "
+        f"{gpus.idle} idle ({gpus.utilization:.0%} utilization)"
     )
     say(
-        f"Contracts: {usd(spend.get('committed'))} committed, {usd(spend.get('open_price_per_hour'))}/h for "
-        f"the open ones; {s.get('inbox_pending', 0)} submissions not stepped yet"
+        f"Contracts: {usd(spend.committed)} committed, {usd(spend.open_price_per_hour)}/h for "
+        f"the open ones; {s.inbox_pending} submissions not stepped yet"
     )
     say(
-        f"Controller steps: {latency.get('count', 0)}"
+        f"Controller steps: {latency.count}"
         + (
-            f", {mean * 1000:.1f} ms mean, {latency.get('max_s', 0) * 1000:.1f} ms max"
+            f", {mean * 1000:.1f} ms mean, {(latency.max_s or 0) * 1000:.1f} ms max"
             if mean is not None
             else ""
         )
@@ -77,4 +76,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_status(server, answer)
+        print_status(server, StatusOut.model_validate(answer))

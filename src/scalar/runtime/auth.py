@@ -23,6 +23,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock
 from scalar.engine.state import ClusterState
 from scalar.store import Store, Tx
@@ -365,7 +367,15 @@ def redact_view(
     another tenant's name (``tenant X``, ``(X's)``, a field holding it) becomes ``another tenant``;
     ``by_tenant`` and ``tenants`` keep only ``tenant``'s entry; per-scope rows (``limits``, ``usage``) keep
     the global and ``tenant``'s. ``foreign_of(tenant, ids)``: which ids are others' jobs;
-    ``other_tenants(tenant)``: the other tenants' names. The input is not changed."""
+    ``other_tenants(tenant)``: the other tenants' names. A pydantic model (or a list of them) is redacted as
+    the JSON it is sent as and validated back into its class, so a typed answer cannot bypass this step.
+    The input is not changed."""
+    if isinstance(payload, BaseModel):  # a typed answer: redacted as the JSON it is sent as, then re-typed
+        return type(payload).model_validate(
+            redact_view(payload.model_dump(mode="json", by_alias=True), tenant, foreign_of, other_tenants)
+        )
+    if isinstance(payload, list) and any(isinstance(item, BaseModel) for item in payload):
+        return [redact_view(item, tenant, foreign_of, other_tenants) for item in payload]
     candidates: set[str] = set()
     _candidate_ids(payload, False, candidates)
     foreign = foreign_of(tenant, sorted(candidates)) if candidates else set()

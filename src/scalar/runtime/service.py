@@ -45,7 +45,9 @@ from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.budgets import BudgetsOut
 from scalar.wire.providers import ProviderStatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -245,10 +247,10 @@ class ControlPlane:
     ) -> list[dict[str, Any]]:
         return self.access.audit(tenant, action, after_id, limit, before_id)
 
-    def budgets(self) -> dict[str, Any]:
+    def budgets(self) -> BudgetsOut:
         return self.access.budgets()
 
-    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]:
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> BudgetsOut:
         return self.access.put_budgets(limits, actor=actor)
 
     # ---- cluster views (plane/cluster.py): any process, from the store -------------------------------
@@ -262,7 +264,7 @@ class ControlPlane:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
+    ) -> NodesOut:
         return self.cluster.nodes(include_gone, limit, after, descending)
 
     def blocks(
@@ -271,19 +273,19 @@ class ControlPlane:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
+    ) -> BlocksOut:
         return self.cluster.blocks(status, limit, after, descending)
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return self.cluster.autoscaler_status(all_groups)
 
-    def costs(self, points: int = 24) -> dict[str, Any]:
+    def costs(self, points: int = 24) -> CostsOut:
         return self.cluster.costs(points)
 
     def metrics_snapshot(self) -> dict[str, Any]:
         return self.cluster.metrics_snapshot()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusOut:
         return self.cluster.status()
 
     # ---- node agents (runtime/agents.py, docs/agent.md) ----------------------------------------------

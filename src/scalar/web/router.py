@@ -83,7 +83,7 @@ def dashboard_router() -> APIRouter:
         health, providers, status, market = await asyncio.gather(
             api.get("/healthz"), api.get("/providers"), api.get("/status"), api.get("/market")
         )
-        by_state = status.json().get("jobs_by_state") or {}  # counted by the store, not a page of jobs
+        by_state = views.jobs_by_state(status.json())  # counted by the store, not a page of jobs
         return render(
             request,
             "overview.html",

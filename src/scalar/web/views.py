@@ -1,5 +1,6 @@
 """What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
-provider states as their model, ``wire/providers.py``).
+the typed answers read as their models: provider states, ``wire/providers.py``; the status, the costs,
+the nodes and the blocks, ``wire/views.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -18,6 +19,7 @@ from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -161,36 +163,46 @@ def provider_states(body: dict[str, Any]) -> list[ProviderStatusOut]:
         return []
 
 
+def jobs_by_state(body: dict[str, Any]) -> dict[str, int]:
+    """``GET /status``'s jobs per state, read as its model (``wire/views.py``'s ``StatusOut``); none when there
+    is no answer or it is not one."""
+    try:
+        return StatusOut.model_validate(body).jobs_by_state if body else {}
+    except ValidationError:
+        return {}
+
+
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def cluster_view(body: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """``GET /nodes``: each node's GPU cells colored by job (one of 12 hues) and shaded by VRAM in use."""
+def cluster_view(body: dict[str, Any], now: datetime) -> dict[str, Any] | None:
+    """``GET /nodes``, read as its model (``wire/views.py``'s ``NodesOut``): each node's GPU cells colored
+    by job (one of 12 hues) and shaded by VRAM in use; ``None`` when the answer is not one."""
+    try:
+        page = NodesOut.model_validate(body)
+    except ValidationError:
+        return None
     colors: dict[str, int] = {}
     nodes = []
-    for node in _dicts(body.get("nodes")):
+    for node in page.nodes:
         cells = []
-        for slot in _dicts(node.get("gpus")):
-            job_ids = [str(j) for j in slot.get("job_ids") or []]
-            for job_id in job_ids:
+        for slot in node.gpus:
+            for job_id in slot.job_ids:
                 colors.setdefault(job_id, len(colors) % 12)
-            total = number(slot.get("vram_total_gb")) or 0
-            used = number(slot.get("vram_used_gb")) or 0
+            total, used = slot.vram_total_gb, slot.vram_used_gb
             cells.append(
                 {
-                    **slot,
-                    "job_ids": job_ids,
-                    "color": colors[job_ids[0]] if job_ids else None,
+                    **slot.model_dump(mode="json"),
+                    "color": colors[slot.job_ids[0]] if slot.job_ids else None,
                     "vram_pct": min(100, round(100 * used / total)) if total else 0,
                 }
             )
-        expires_in_s = number(node.get("expires_in_s"))
+        expires_in_s = node.expires_in_s
         if expires_in_s is None:
-            expires_in_s = seconds_until(node.get("expires_at"), now)
-        nodes.append({**node, "cells": cells, "expires_in_s": expires_in_s})
-    totals = body.get("totals") if isinstance(body.get("totals"), dict) else {}
-    return {"nodes": nodes, "totals": totals, "job_colors": colors}
+            expires_in_s = seconds_until(node.expires_at, now)
+        nodes.append({**node.model_dump(mode="json"), "cells": cells, "expires_in_s": expires_in_s})
+    return {"nodes": nodes, "totals": page.totals.model_dump(mode="json"), "job_colors": colors}
 
 
 def explain_view(body: dict[str, Any]) -> dict[str, Any]:
@@ -240,40 +252,52 @@ def _consolidation_view(raw: Any) -> dict[str, Any] | None:
     }
 
 
-def costs_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /costs``: the spend-over-time chart and the spend of each provider as a share bar."""
-    series = _dicts(body.get("series"))
+def costs_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /costs``, read as its model (``wire/views.py``'s ``CostsOut``): the spend-over-time chart and
+    the spend of each provider as a share bar; ``None`` when the answer is not one."""
+    try:
+        costs = CostsOut.model_validate(body)
+    except ValidationError:
+        return None
     points = []
-    for point in series:
-        when = parse_time(point.get("at"))
-        spend = number(point.get("spend"))
+    for point in costs.series:
+        when = parse_time(point.at)
+        spend = number(point.spend)
         if when is not None and spend is not None:
             points.append((when.timestamp(), spend))
     labels = []
     if points:
         for at in (points[0][0], points[len(points) // 2][0], points[-1][0]):
             labels.append((at, datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")))
-    providers = _dicts(body.get("by_provider"))
-    top = max((number(p.get("accrued")) or 0 for p in providers), default=0)
+    top = max((number(p.accrued) or 0 for p in costs.by_provider), default=0)
     return {
-        **body,
+        **costs.model_dump(mode="json", by_alias=True),
         "chart": line_chart(points, labels) if len(points) >= 2 else None,
         "providers": [
-            {**p, "bar_pct": round(100 * (number(p.get("accrued")) or 0) / top, 1) if top else 0}
-            for p in providers
+            {
+                **p.model_dump(mode="json", by_alias=True),
+                "bar_pct": round(100 * (number(p.accrued) or 0) / top, 1) if top else 0,
+            }
+            for p in costs.by_provider
         ],
         # each contract's accounting (delivered, idle, resold GPU-hours), shown beside it in the contracts table
-        "accounts": {str(b.get("block_id")): b for b in _dicts(body.get("by_block"))},
+        "accounts": {b.block_id: b.model_dump(mode="json", by_alias=True) for b in costs.by_block},
     }
 
 
 def block_rows(body: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    """``GET /blocks``'s contracts, read as its model (``wire/views.py``'s ``BlocksOut``), each with the
+    seconds until it expires; none when the answer is not one."""
+    try:
+        page = BlocksOut.model_validate(body)
+    except ValidationError:
+        return []
     rows = []
-    for block in _dicts(body.get("blocks")):
-        expires_in_s = number(block.get("expires_in_s"))
+    for block in page.blocks:
+        expires_in_s = block.expires_in_s
         if expires_in_s is None:
-            expires_in_s = seconds_until(block.get("end_time"), now)
-        rows.append({**block, "expires_in_s": expires_in_s})
+            expires_in_s = seconds_until(block.end_time, now)
+        rows.append({**block.model_dump(mode="json"), "expires_in_s": expires_in_s})
     return rows
 
 

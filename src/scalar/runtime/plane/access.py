@@ -10,6 +10,7 @@ from scalar.runtime import auth as auth_mod
 from scalar.runtime import budgets as budgets_mod
 from scalar.runtime import secrets as secrets_mod
 from scalar.runtime.plane.core import PlaneCore
+from scalar.wire.budgets import BudgetsOut
 
 
 class AccessService:
@@ -59,12 +60,16 @@ class AccessService:
     ) -> list[dict[str, Any]]:
         return self.tokens.audit(tenant, action, after_id, limit, before_id)
 
-    def budgets(self) -> dict[str, Any]:
-        """Spend limits and what is committed against them (``runtime.budgets``)."""
+    def budgets(self) -> BudgetsOut:
+        """Spend limits and what is committed against them (``runtime.budgets``), as ``GET /budgets``
+        sends them (``wire/budgets.py``)."""
         store, _ = self._core.opened()
-        return budgets_mod.get_limits(store, self._core.clock())
+        return BudgetsOut.model_validate(budgets_mod.get_limits(store, self._core.clock()))
 
-    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> dict[str, Any]:
-        """Replace every spend limit (``[]``: none), audit-logged; ``InvalidSpecError`` names a bad field."""
+    def put_budgets(self, limits: Any, *, actor: str = "(local)") -> BudgetsOut:
+        """Replace every spend limit (``[]``: none), audit-logged; ``InvalidSpecError`` names a bad field.
+        Answers the limits now in force, as :meth:`budgets`."""
         store, _ = self._core.opened()
-        return budgets_mod.put_limits(store, limits, self._core.clock(), actor=actor)
+        return BudgetsOut.model_validate(
+            budgets_mod.put_limits(store, limits, self._core.clock(), actor=actor)
+        )

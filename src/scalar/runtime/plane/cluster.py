@@ -1,6 +1,7 @@
 """``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
 when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
-the metrics snapshot and the one-call status. The views themselves are built in ``runtime/views.py`` and
+the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status, the costs, the nodes and the blocks.
+The views themselves are built in ``runtime/views.py`` and
 ``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
+from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
 
 class ClusterService:
@@ -32,8 +34,9 @@ class ClusterService:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
-        return self.views().nodes(include_gone, limit, after, descending)
+    ) -> NodesOut:
+        """A page of the slot map with the fleet's totals, as ``GET /nodes`` sends it."""
+        return NodesOut.model_validate(self.views().nodes(include_gone, limit, after, descending))
 
     def blocks(
         self,
@@ -41,17 +44,20 @@ class ClusterService:
         limit: int | None = None,
         after: str | None = None,
         descending: bool = False,
-    ) -> dict[str, Any]:
-        return self.views().blocks(status, limit, after, descending)
+    ) -> BlocksOut:
+        """A page of contracts with the totals of every block in ``status``, as ``GET /blocks`` sends it."""
+        return BlocksOut.model_validate(self.views().blocks(status, limit, after, descending))
 
     def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
         return views_market.autoscaler_status(self.views(), all_groups)
 
-    def costs(self, points: int = 24) -> dict[str, Any]:
-        return views_market.costs(self.views(), points)
+    def costs(self, points: int = 24) -> CostsOut:
+        """Spend by provider, block and tenant and over time, as ``GET /costs`` sends it."""
+        return CostsOut.model_validate(views_market.costs(self.views(), points))
 
     def metrics_snapshot(self) -> dict[str, Any]:
         return views_market.metrics_snapshot(self.views())
 
-    def status(self) -> dict[str, Any]:
-        return views_market.status_summary(self.views(), self._core.health())
+    def status(self) -> StatusOut:
+        """``scalar status``'s one answer as its model (``wire/views.py``), the one ``GET /status`` sends."""
+        return StatusOut.model_validate(views_market.status_summary(self.views(), self._core.health()))
