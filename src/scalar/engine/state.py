@@ -82,7 +82,9 @@ class PlacementSpan:
 
 
 @dataclass(slots=True)
-class JobRecord:
+class JobFields:
+    """A job's record (``JobRecord``, which adds its change stamp)."""
+
     spec: JobSpec
     job: Job | None
     submitted_at: datetime
@@ -101,6 +103,32 @@ class JobRecord:
     order_key: str | None = None
     validation: tuple[Reason, ...] = ()
     history: list[PlacementSpan] = field(default_factory=list)  # every placement, closed when released
+
+
+_CHANGES = itertools.count(1)
+
+
+def change_mark() -> int:
+    """A stamp later than every ``JobRecord.changed`` so far (``runtime``'s snapshot writer: which jobs
+    changed since it last published)."""
+    return next(_CHANGES)
+
+
+class JobRecord(JobFields):
+    """A job as the controller knows it. ``changed`` is stamped from one counter at every assignment to a
+    field (and by ``touch`` when a field's list or dict is changed in place), so a reader that noted
+    ``change_mark()`` knows the records changed since: those with a later stamp. Not a field: neither
+    compared, encoded nor published."""
+
+    __slots__ = ("changed",)
+    changed: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "changed", next(_CHANGES))
+
+    def touch(self) -> None:
+        object.__setattr__(self, "changed", next(_CHANGES))
 
 
 @dataclass(slots=True)
@@ -451,6 +479,7 @@ class ClusterState:
         if part.restartable:
             self.restartable_held[rec.spec.job_id] = None
         rec.history.append(PlacementSpan(node_id, gpu_indices, self.at))
+        rec.touch()
 
     def release(self, rec: JobRecord) -> tuple[str, ...]:
         """Free every GPU, CPU and GB of RAM the job holds; return the node ids it was on."""
@@ -473,4 +502,5 @@ class ClusterState:
         for i, span in enumerate(rec.history):
             if span.until is None:
                 rec.history[i] = PlacementSpan(span.node_id, span.gpu_indices, span.since, self.at)
+        rec.touch()
         return tuple(freed)

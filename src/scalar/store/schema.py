@@ -12,6 +12,9 @@
   exactly once, in the transaction that appends the events it becomes.
 - ``runtime_state``: small JSON documents the leader keeps in step with the log (a provider's event cursor),
   written in the same transaction as the events they describe.
+- ``snapshot_jobs``: the live jobs of the leader's published decision state, a row per job (the rest of
+  that state is ``runtime_state`` row ``controller:snapshot``), rewritten only for the jobs a step changed
+  (``store/snapshot_jobs.py``).
 - ``rate_buckets``: the API's token buckets (per token, node, worker, failing address), shared by every API
   process on the database (``store/ratelimit.py``).
 """
@@ -191,6 +194,16 @@ runtime_state = Table(
     Column("key", String(200), primary_key=True),
     Column("value", JSONDocument, nullable=False),
     Column("updated_at", UTCDateTime(), nullable=True),
+)
+
+# The live jobs of the published decision state (store/snapshot_jobs.py): ``value`` the job's part as JSON
+# text, ``ord`` its place in the controller's order of jobs.
+snapshot_jobs = Table(
+    "snapshot_jobs",
+    metadata,
+    Column("job_id", String(200), primary_key=True),
+    Column("ord", BigInteger(), nullable=False),
+    Column("value", Text(), nullable=False),
 )
 
 # Token buckets shared by every API process on this database (store/ratelimit.py): ``level`` tokens at

@@ -28,7 +28,16 @@ from sqlalchemy.exc import OperationalError
 
 from scalar.domain.offers import Offer
 from scalar.store import decisions as decisions_mod
-from scalar.store import eventlog, inbox, outbox, prices, projections, ratelimit, runtime_state
+from scalar.store import (
+    eventlog,
+    inbox,
+    outbox,
+    prices,
+    projections,
+    ratelimit,
+    runtime_state,
+    snapshot_jobs,
+)
 from scalar.store import lease as lease_mod
 from scalar.store.db import begin_immediate, describe_url, is_postgres, make_engine, serialize_writes
 from scalar.store.decisions import Decision, NewDecision
@@ -268,6 +277,26 @@ class Tx:
 
     def states_with_prefix(self, prefix: str) -> dict[str, dict[str, Any]]:
         return runtime_state.states_with_prefix(self._conn, prefix)
+
+    # -- the published decision state's jobs (see ``scalar.store.snapshot_jobs``) --------------------
+    def put_snapshot_jobs(
+        self,
+        rows: Sequence[tuple[str, int, str]],
+        removed: Sequence[str] = (),
+        *,
+        replace_all: bool = False,
+    ) -> None:
+        """Rows ``(job_id, ord, JSON text)``: upserted, ``removed`` deleted; ``replace_all``: the rows are
+        the whole set (every other row deleted)."""
+        conn = self._write()
+        if replace_all:
+            snapshot_jobs.replace_all(conn, rows)
+            return
+        snapshot_jobs.delete_jobs(conn, removed)
+        snapshot_jobs.put(conn, rows)
+
+    def snapshot_jobs(self) -> list[list[Any]]:
+        return snapshot_jobs.read(self._conn)
 
 
 class Store:

@@ -1,0 +1,140 @@
+"""The leader's published decision state in the database: written a step at a time, read whole.
+
+``engine.snapshot`` splits the decision state into a small header and a part per live job. The leader
+writes, in each step's transaction (``Leader.commit``):
+
+- the header, as the ``runtime_state`` row ``controller:snapshot`` (and the market's part, when it changed,
+  as ``controller:snapshot:market``);
+- the parts of the jobs the step changed or made live, and deletes those of the jobs that stopped being
+  live (``snapshot_jobs`` table, ``store/snapshot_jobs.py``). Which jobs changed is read from their change
+  stamps (``JobRecord.changed``) against the mark taken at the last publication, over the jobs that are or
+  may again become live (PENDING, SCHEDULED, RUNNING, PREEMPTED, not yet judged) and the jobs added since;
+  finished jobs are never looked at again. A job's row keeps its position in ``state.jobs`` (``ord``), so
+  the reader gets the jobs in the controller's order.
+
+A writer that has not published yet (a new leader, or after a failed transaction) writes every row afresh.
+``read_published`` reads the header and the rows in one read transaction: one step's state, whole (the
+rows and the header are only ever changed together, in the step's write transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import chain, islice
+from typing import Any
+
+from scalar.engine.budget import BudgetLimit
+from scalar.engine.codec import CodecError
+from scalar.engine.lifecycle import JobState
+from scalar.engine.snapshot import LIVE_JOB_STATES, header, job_part
+from scalar.engine.state import ClusterState, change_mark
+from scalar.store import Tx
+from scalar.store.jsoncodec import dumps
+
+SNAPSHOT_KEY = "controller:snapshot"  # runtime_state row: the header of the leader's decision state
+MARKET_SNAPSHOT_KEY = "controller:snapshot:market"  # its scale groups, offers and books
+
+FINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.REJECTED})
+
+
+@dataclass(slots=True)
+class Publication:
+    """What one step writes: the header, the rows changed, the jobs no longer live (all: a full write)."""
+
+    header: dict[str, Any]
+    rows: list[tuple[str, int, str]]
+    removed: list[str]
+    full: bool
+    mark: int
+    seen: int
+    positions: dict[str, int] = field(default_factory=dict)  # jobs added since the last publication
+    entries: dict[str, object] = field(default_factory=dict)  # published jobs' queue entries
+    watch_drop: list[str] = field(default_factory=list)  # jobs final now: never looked at again
+
+    def write(self, tx: Tx, at: datetime) -> None:
+        tx.put_snapshot_jobs(self.rows, self.removed, replace_all=self.full)
+        tx.put_state(SNAPSHOT_KEY, self.header, at=at)
+
+
+class SnapshotWriter:
+    """The leader's side: ``prepare`` (outside the transaction), ``Publication.write`` (in it), then
+    ``committed`` once the transaction committed, or ``reset`` when it did not."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was published: the next publication writes every row afresh."""
+        self.mark: int | None = None
+        self.seen = 0  # how many of state.jobs were looked at (jobs are only ever appended)
+        self.position: dict[str, int] = {}  # watched job -> its position in state.jobs
+        self.published: dict[str, object] = {}  # published job -> its queue entry then (None: not queued)
+
+    def prepare(self, state: ClusterState, budgets: tuple[BudgetLimit, ...]) -> Publication:
+        mark = change_mark()
+        full = self.mark is None
+        since = self.mark or 0
+        added = len(state.jobs) - (0 if full else self.seen)
+        tail = list(islice(reversed(state.jobs), added))[::-1] if added else []
+        base = len(state.jobs) - len(tail)
+        out = Publication(header(state, budgets), [], [], full, mark, len(state.jobs))
+        out.positions = {job_id: base + i for i, job_id in enumerate(tail)}
+        published = {} if full else self.published
+        watched = out.positions.items() if full else chain(self.position.items(), out.positions.items())
+        entries = state.pending_index.entries
+        jobs = state.jobs
+        live = len(published)
+        for job_id, position in watched:
+            rec = jobs[job_id]
+            if rec.state not in LIVE_JOB_STATES:
+                if rec.state in FINAL:
+                    out.watch_drop.append(job_id)
+                if job_id in published:
+                    out.removed.append(job_id)
+                    live -= 1
+                continue
+            entry = entries.get(job_id)
+            if job_id not in published:
+                live += 1
+            elif rec.changed <= since and published[job_id] is entry:
+                continue
+            out.rows.append((job_id, position, dumps(job_part(state, rec))))
+            out.entries[job_id] = entry
+        out.header["job_count"] = live
+        return out
+
+    def committed(self, pub: Publication) -> None:
+        if pub.full:
+            self.position = {}
+            self.published = {}
+        self.position.update(pub.positions)
+        for job_id in pub.removed:
+            del self.published[job_id]
+        self.published.update(pub.entries)
+        for job_id in pub.watch_drop:
+            del self.position[job_id]
+        self.mark = pub.mark
+        self.seen = pub.seen
+
+
+def read_published(tx: Tx) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The decision state and its market part as ``engine.snapshot.restore`` takes them (``None``: nothing
+    published yet). Call inside one read transaction. ``CodecError`` when the rows do not make a state."""
+    data = tx.get_state(SNAPSHOT_KEY)
+    market = tx.get_state(MARKET_SNAPSHOT_KEY)
+    if data is None or market is None:
+        return None
+    return assembled(data, tx.snapshot_jobs()), market
+
+
+def assembled(data: Mapping[str, Any], jobs: list[list[Any]]) -> dict[str, Any]:
+    """The header with its jobs' rows: ``restore``'s value. ``CodecError`` when the header counts another
+    number of jobs than the rows (never, read in one transaction; a guard)."""
+    if "jobs" in data:  # stored whole by an older version: ``restore`` refuses its version
+        return dict(data)
+    count = data.get("job_count")
+    if count != len(jobs):
+        raise CodecError("jobs", f"the header counts {count} live jobs, the rows hold {len(jobs)}")
+    return {**data, "jobs": jobs}
