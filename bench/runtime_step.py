@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.util
 import random
 import shutil
 import statistics
@@ -111,16 +113,18 @@ def _instrument(timer: Timer) -> None:
 
     snap_mod.encode = timer.wrap("encode", snap_mod.encode)  # type: ignore[assignment]
     jsoncodec.canonical = timer.wrap("encode", jsoncodec.canonical)
-    for name in ("snapshot", "market_snapshot", "SnapshotWriter"):
-        if hasattr(leader_mod, name) and name != "SnapshotWriter":
+    for name in ("snapshot", "market_snapshot"):  # the snapshot built whole (before the parts)
+        if hasattr(leader_mod, name):
             setattr(leader_mod, name, timer.wrap("snapshot", getattr(leader_mod, name)))
+    writer = getattr(leader_mod, "SnapshotWriter", None)  # built in parts: the writer's changes
+    if writer is not None:
+        writer.prepare = timer.wrap("snapshot", writer.prepare)
     Tx.put_state = timer.wrap("db_write", Tx.put_state)  # type: ignore[method-assign]
-    for name in ("put_snapshot_parts",):  # the snapshot's own rows, where stored in parts
-        if hasattr(Tx, name):
-            setattr(Tx, name, timer.wrap("db_write", getattr(Tx, name)))
-    publisher = getattr(leader_mod, "SnapshotPublisher", None)
-    if publisher is not None:
-        publisher.build = timer.wrap("snapshot", publisher.build)
+    if hasattr(Tx, "put_snapshot_parts"):
+        Tx.put_snapshot_parts = timer.wrap("db_write", Tx.put_snapshot_parts)
+    if importlib.util.find_spec("scalar.runtime.snapshot_store") is not None:  # JSON text of each row
+        store_mod = importlib.import_module("scalar.runtime.snapshot_store")
+        store_mod.dumps = timer.wrap("encode", store_mod.dumps)
 
 
 def run(nodes: int, pending: int, steps: int, seed: int = 1) -> dict[str, Any]:
@@ -238,7 +242,7 @@ def _published_bytes(tx: Any) -> int:
             "SELECT coalesce(sum(length(value)), 0) FROM runtime_state WHERE key LIKE 'controller:snapshot%'"
         )
     ).scalar()
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(Exception):  # the rows of the published state, where stored in parts
         total += conn.execute(text("SELECT coalesce(sum(length(value)), 0) FROM snapshot_parts")).scalar()
     return int(total or 0)
 

@@ -21,7 +21,7 @@ TABLES = {
     "nodes",
     "orders",
     "runtime_state",
-    "snapshot_jobs",
+    "snapshot_parts",
     "scale_groups",
     "spot_prices",
     # 0003 endpoints, 0004 agents, 0005 auth, 0006 budgets (0007 and 0008 add columns only)

@@ -84,7 +84,8 @@ def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict
     limits in force (``ControllerConfig.budgets``: the log's ``BudgetsChanged`` replaces the configured ones,
     and a purchase step holds back what they forbid): ``header`` with every live job's ``job_part``."""
     jobs = [[k, job_part(state, j)] for k, j in state.jobs.items() if j.state in LIVE_JOB_STATES]
-    return {**header(state, budgets), "jobs": jobs}
+    arrived = [arrived_part(a) for a in state.arrived_jobs]
+    return {**header(state, budgets), "jobs": jobs, "arrived_jobs": arrived}
 
 
 def job_part(state: ClusterState, rec: JobRecord) -> dict[str, Any]:
@@ -95,9 +96,16 @@ def job_part(state: ClusterState, rec: JobRecord) -> dict[str, Any]:
     return {"record": encode(rec), "key": None if entry is None else encode(entry[0])}
 
 
+def arrived_part(arrived: tuple[datetime, Job]) -> list[Any]:
+    """One job of the demand forecast (``ClusterState.arrived_jobs``: appended as jobs arrive, forgotten
+    from the front after ``contract_sizing.FORECAST_HOURS``) as published: ``[time, job]``."""
+    return [encode(arrived[0]), encode(arrived[1])]
+
+
 def header(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[str, Any]:
-    """Everything ``snapshot`` holds but the jobs: small (the nodes, blocks, slices and orders of the
-    cluster, the counters, the arrival forecast, the last scheduling pass's skip log)."""
+    """Everything ``snapshot`` holds but the live jobs and the demand forecast's jobs: small (the nodes,
+    blocks, slices and orders of the cluster, the counters, the arrival counts, the last scheduling pass's
+    skip log)."""
     blocks = {k: b for k, b in state.blocks.items() if b.open}
     slices = {k: state.slices[k] for k in state.live_slice_ids}
     node_ids = {n for b in blocks.values() for n in b.node_ids} | {
@@ -119,7 +127,7 @@ def header(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[s
         "steps": state.steps,
         "counters": dict(state.counters),
         "offers_version": state.offers_version,
-        "arrivals": {t.value: [encode(a) for a in seen] for t, seen in state.arrivals.items()},
+        "arrivals": {t.value: _runs(seen) for t, seen in state.arrivals.items()},
         "pending_ids": list(state.pending_ids) if unindexed else None,
         "pending_seq": state.pending_index.seq,
         "skipped": _skip_log(state),
@@ -132,8 +140,25 @@ def header(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[s
         "budgets": encode(budgets),
         # the packer's online prior and the contract sizing's arrival forecast: both decide
         "shapes": _window(state.shapes),
-        "arrived_jobs": [[encode(at), encode(job)] for at, job in state.arrived_jobs],
     }
+
+
+def _runs(times: deque[datetime]) -> list[list[Any]]:
+    """Arrival times as ``[time, how many in a row]`` (a step's arrivals share its time)."""
+    runs: list[list[Any]] = []
+    last: datetime | None = None
+    for t in times:
+        if runs and t == last:
+            runs[-1][1] += 1
+        else:
+            runs.append([t, 1])
+            last = t
+    return [[encode(t), n] for t, n in runs]
+
+
+def _unruns(raw: Any, path: str) -> deque[datetime]:
+    runs = decode(list[tuple[datetime, int]], raw, path)
+    return deque(t for t, n in runs for _ in range(n))
 
 
 def _skip_log(state: ClusterState) -> dict[str, Any] | None:
@@ -250,8 +275,10 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     s.steps = decode(int, data.get("steps", 0), "steps")
     s.counters = decode(dict[str, int], data.get("counters", {}), "counters")
     s.offers_version = decode(int, data.get("offers_version", 0), "offers_version")
-    arrivals = decode(dict[str, list[datetime]], data.get("arrivals", {}), "arrivals")
-    s.arrivals = {Tier(k): deque(v) for k, v in arrivals.items()}
+    arrivals = data.get("arrivals", {})
+    if not isinstance(arrivals, dict):
+        raise CodecError("arrivals", "expected an object of tiers")
+    s.arrivals = {Tier(k): _unruns(v, f"arrivals.{k}") for k, v in arrivals.items()}
     keys = _restore_jobs(s, data.get("jobs", []))
     s.nodes = _unpair(NodeRecord, data.get("nodes", []), "nodes")
     s.blocks = _unpair(BlockRecord, data.get("blocks", []), "blocks")

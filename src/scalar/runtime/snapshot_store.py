@@ -6,11 +6,14 @@ writes, in each step's transaction (``Leader.commit``):
 - the header, as the ``runtime_state`` row ``controller:snapshot`` (and the market's part, when it changed,
   as ``controller:snapshot:market``);
 - the parts of the jobs the step changed or made live, and deletes those of the jobs that stopped being
-  live (``snapshot_jobs`` table, ``store/snapshot_jobs.py``). Which jobs changed is read from their change
+  live (``snapshot_parts`` table, kind ``job``, ``store/snapshot_parts.py``). Which jobs changed is read from their change
   stamps (``JobRecord.changed``) against the mark taken at the last publication, over the jobs that are or
   may again become live (PENDING, SCHEDULED, RUNNING, PREEMPTED, not yet judged) and the jobs added since;
   finished jobs are never looked at again. A job's row keeps its position in ``state.jobs`` (``ord``), so
-  the reader gets the jobs in the controller's order.
+  the reader gets the jobs in the controller's order;
+- the jobs of the demand forecast that arrived since (kind ``arrived``, numbered in arrival order), and
+  deletes those it forgot (``ClusterState.arrived_jobs`` is appended at the back and forgotten from the
+  front: the new ones are those after the last one published, found by identity from the back).
 
 A writer that has not published yet (a new leader, or after a failed transaction) writes every row afresh.
 ``read_published`` reads the header and the rows in one read transaction: one step's state, whole (the
@@ -28,7 +31,7 @@ from typing import Any
 from scalar.engine.budget import BudgetLimit
 from scalar.engine.codec import CodecError
 from scalar.engine.lifecycle import JobState
-from scalar.engine.snapshot import LIVE_JOB_STATES, header, job_part
+from scalar.engine.snapshot import LIVE_JOB_STATES, arrived_part, header, job_part
 from scalar.engine.state import ClusterState, change_mark
 from scalar.store import Tx
 from scalar.store.jsoncodec import dumps
@@ -36,6 +39,7 @@ from scalar.store.jsoncodec import dumps
 SNAPSHOT_KEY = "controller:snapshot"  # runtime_state row: the header of the leader's decision state
 MARKET_SNAPSHOT_KEY = "controller:snapshot:market"  # its scale groups, offers and books
 
+JOB, ARRIVED = "job", "arrived"  # the kinds of rows
 FINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.REJECTED})
 
 
@@ -49,12 +53,17 @@ class Publication:
     full: bool
     mark: int
     seen: int
+    arrived: list[tuple[str, int, str]] = field(default_factory=list)
+    arrived_below: int = 0  # the forecast rows placed before it are forgotten
+    arrived_next: int = 0
+    arrived_last: object = None
     positions: dict[str, int] = field(default_factory=dict)  # jobs added since the last publication
     entries: dict[str, object] = field(default_factory=dict)  # published jobs' queue entries
     watch_drop: list[str] = field(default_factory=list)  # jobs final now: never looked at again
 
     def write(self, tx: Tx, at: datetime) -> None:
-        tx.put_snapshot_jobs(self.rows, self.removed, replace_all=self.full)
+        tx.put_snapshot_parts(JOB, self.rows, removed=self.removed, replace=self.full)
+        tx.put_snapshot_parts(ARRIVED, self.arrived, below=self.arrived_below, replace=self.full)
         tx.put_state(SNAPSHOT_KEY, self.header, at=at)
 
 
@@ -71,6 +80,8 @@ class SnapshotWriter:
         self.seen = 0  # how many of state.jobs were looked at (jobs are only ever appended)
         self.position: dict[str, int] = {}  # watched job -> its position in state.jobs
         self.published: dict[str, object] = {}  # published job -> its queue entry then (None: not queued)
+        self.arrived_next = 0  # the number the next forecast job gets
+        self.arrived_last: object = None  # the last forecast job published (compared by identity)
 
     def prepare(self, state: ClusterState, budgets: tuple[BudgetLimit, ...]) -> Publication:
         mark = change_mark()
@@ -103,7 +114,23 @@ class SnapshotWriter:
             out.rows.append((job_id, position, dumps(job_part(state, rec))))
             out.entries[job_id] = entry
         out.header["job_count"] = live
+        self._arrived(state, out)
         return out
+
+    def _arrived(self, state: ClusterState, out: Publication) -> None:
+        queue = state.arrived_jobs
+        new: list[Any] = []
+        for item in reversed(queue):
+            if item is self.arrived_last and not out.full:
+                break
+            new.append(item)
+        new.reverse()
+        first = 0 if out.full else self.arrived_next
+        out.arrived = [(str(first + i), first + i, dumps(arrived_part(a))) for i, a in enumerate(new)]
+        out.arrived_next = first + len(new)
+        out.arrived_below = out.arrived_next - len(queue)
+        out.arrived_last = queue[-1] if queue else None
+        out.header["arrived_count"] = len(queue)
 
     def committed(self, pub: Publication) -> None:
         if pub.full:
@@ -117,6 +144,8 @@ class SnapshotWriter:
             del self.position[job_id]
         self.mark = pub.mark
         self.seen = pub.seen
+        self.arrived_next = pub.arrived_next
+        self.arrived_last = pub.arrived_last
 
 
 def read_published(tx: Tx) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -126,15 +155,17 @@ def read_published(tx: Tx) -> tuple[dict[str, Any], dict[str, Any]] | None:
     market = tx.get_state(MARKET_SNAPSHOT_KEY)
     if data is None or market is None:
         return None
-    return assembled(data, tx.snapshot_jobs()), market
+    return assembled(data, tx.snapshot_parts(JOB), tx.snapshot_parts(ARRIVED)), market
 
 
-def assembled(data: Mapping[str, Any], jobs: list[list[Any]]) -> dict[str, Any]:
-    """The header with its jobs' rows: ``restore``'s value. ``CodecError`` when the header counts another
-    number of jobs than the rows (never, read in one transaction; a guard)."""
+def assembled(
+    data: Mapping[str, Any], jobs: list[tuple[str, Any]], arrived: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    """The header with its rows: ``restore``'s value. ``CodecError`` when the header counts other numbers
+    of rows than were read (never, read in one transaction: a guard)."""
     if "jobs" in data:  # stored whole by an older version: ``restore`` refuses its version
         return dict(data)
-    count = data.get("job_count")
-    if count != len(jobs):
-        raise CodecError("jobs", f"the header counts {count} live jobs, the rows hold {len(jobs)}")
-    return {**data, "jobs": jobs}
+    for name, rows in (("job_count", jobs), ("arrived_count", arrived)):
+        if data.get(name) != len(rows):
+            raise CodecError(name, f"the header counts {data.get(name)}, the rows hold {len(rows)}")
+    return {**data, "jobs": [[k, v] for k, v in jobs], "arrived_jobs": [v for _, v in arrived]}

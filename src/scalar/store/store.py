@@ -36,7 +36,7 @@ from scalar.store import (
     projections,
     ratelimit,
     runtime_state,
-    snapshot_jobs,
+    snapshot_parts,
 )
 from scalar.store import lease as lease_mod
 from scalar.store.db import begin_immediate, describe_url, is_postgres, make_engine, serialize_writes
@@ -278,25 +278,29 @@ class Tx:
     def states_with_prefix(self, prefix: str) -> dict[str, dict[str, Any]]:
         return runtime_state.states_with_prefix(self._conn, prefix)
 
-    # -- the published decision state's jobs (see ``scalar.store.snapshot_jobs``) --------------------
-    def put_snapshot_jobs(
+    # -- the published decision state's parts (see ``scalar.store.snapshot_parts``) -------------------
+    def put_snapshot_parts(
         self,
+        kind: str,
         rows: Sequence[tuple[str, int, str]],
-        removed: Sequence[str] = (),
         *,
-        replace_all: bool = False,
+        removed: Sequence[str] = (),
+        below: int | None = None,
+        replace: bool = False,
     ) -> None:
-        """Rows ``(job_id, ord, JSON text)``: upserted, ``removed`` deleted; ``replace_all``: the rows are
-        the whole set (every other row deleted)."""
+        """Rows ``(key, ord, JSON text)`` of ``kind`` upserted; the ``removed`` keys deleted, and the rows
+        placed before ``below``; ``replace``: ``rows`` are the whole kind (every other row deleted)."""
         conn = self._write()
-        if replace_all:
-            snapshot_jobs.replace_all(conn, rows)
+        if replace:
+            snapshot_parts.replace_kind(conn, kind, rows)
             return
-        snapshot_jobs.delete_jobs(conn, removed)
-        snapshot_jobs.put(conn, rows)
+        snapshot_parts.delete_keys(conn, kind, removed)
+        if below is not None:
+            snapshot_parts.delete_below(conn, kind, below)
+        snapshot_parts.put(conn, kind, rows)
 
-    def snapshot_jobs(self) -> list[list[Any]]:
-        return snapshot_jobs.read(self._conn)
+    def snapshot_parts(self, kind: str) -> list[tuple[str, Any]]:
+        return snapshot_parts.read(self._conn, kind)
 
 
 class Store:
