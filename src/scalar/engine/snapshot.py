@@ -85,7 +85,17 @@ def snapshot(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict
     and a purchase step holds back what they forbid): ``header`` with every live job's ``job_part``."""
     jobs = [[k, job_part(state, j)] for k, j in state.jobs.items() if j.state in LIVE_JOB_STATES]
     arrived = [arrived_part(a) for a in state.arrived_jobs]
-    return {**header(state, budgets), "jobs": jobs, "arrived_jobs": arrived}
+    nodes = _pairs(published_nodes(state))
+    return {**header(state, budgets), "jobs": jobs, "nodes": nodes, "arrived_jobs": arrived}
+
+
+def published_nodes(state: ClusterState) -> dict[str, NodeRecord]:
+    """The nodes a snapshot holds: those of the open blocks and of the live slices, in ``state.nodes``
+    order (each published as ``encode(record)``)."""
+    node_ids = {n for b in state.blocks.values() if b.open for n in b.node_ids} | {
+        n for k in state.live_slice_ids for n in state.slices[k].node_ids
+    }
+    return {k: n for k, n in state.nodes.items() if k in node_ids}
 
 
 def job_part(state: ClusterState, rec: JobRecord) -> dict[str, Any]:
@@ -102,16 +112,18 @@ def arrived_part(arrived: tuple[datetime, Job]) -> list[Any]:
     return [encode(arrived[0]), encode(arrived[1])]
 
 
-def header(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[str, Any]:
-    """Everything ``snapshot`` holds but the live jobs and the demand forecast's jobs: small (the nodes,
-    blocks, slices and orders of the cluster, the counters, the arrival counts, the last scheduling pass's
-    skip log)."""
+def header(
+    state: ClusterState,
+    budgets: tuple[BudgetLimit, ...] = (),
+    nodes: Mapping[str, NodeRecord] | None = None,
+) -> dict[str, Any]:
+    """Everything ``snapshot`` holds but the live jobs, the nodes (``nodes``: ``published_nodes``, if the
+    caller has them) and the demand forecast's jobs: small (the blocks, slices and orders of the cluster, the
+    counters, the arrival counts, the last scheduling pass's skip log)."""
     blocks = {k: b for k, b in state.blocks.items() if b.open}
     slices = {k: state.slices[k] for k in state.live_slice_ids}
-    node_ids = {n for b in blocks.values() for n in b.node_ids} | {
-        n for s in slices.values() for n in s.node_ids
-    }
-    nodes = {k: n for k, n in state.nodes.items() if k in node_ids}
+    if nodes is None:
+        nodes = published_nodes(state)
     for n in nodes.values():
         if n.slice_id in state.slices:
             slices.setdefault(n.slice_id, state.slices[n.slice_id])
@@ -131,7 +143,6 @@ def header(state: ClusterState, budgets: tuple[BudgetLimit, ...] = ()) -> dict[s
         "pending_ids": list(state.pending_ids) if unindexed else None,
         "pending_seq": state.pending_index.seq,
         "skipped": _skip_log(state),
-        "nodes": _pairs(nodes),
         "blocks": _pairs(blocks),
         "slices": _pairs(slices),
         "live_slice_ids": list(state.live_slice_ids),

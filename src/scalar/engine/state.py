@@ -106,6 +106,16 @@ class JobFields:
 
 
 _CHANGES = itertools.count(1)
+_UNSET = object()
+
+
+def _stamped_set(rec: object, name: str, value: object) -> None:
+    """Assign, and stamp the record when the value is a different one (an equal value assigned again, as a
+    pass re-deciding the same routing does, changes nothing published)."""
+    old = getattr(rec, name, _UNSET)
+    object.__setattr__(rec, name, value)
+    if old is not value and (old is _UNSET or old != value):
+        object.__setattr__(rec, "changed", next(_CHANGES))
 
 
 def change_mark() -> int:
@@ -115,8 +125,8 @@ def change_mark() -> int:
 
 
 class JobRecord(JobFields):
-    """A job as the controller knows it. ``changed`` is stamped from one counter at every assignment to a
-    field (and by ``touch`` when a field's list or dict is changed in place), so a reader that noted
+    """A job as the controller knows it. ``changed`` is stamped from one counter at every assignment of a
+    new value to a field (and by ``touch`` when a field's list or dict is changed in place), so a reader that noted
     ``change_mark()`` knows the records changed since: those with a later stamp. Not a field: neither
     compared, encoded nor published."""
 
@@ -124,15 +134,16 @@ class JobRecord(JobFields):
     changed: int
 
     def __setattr__(self, name: str, value: object) -> None:
-        object.__setattr__(self, name, value)
-        object.__setattr__(self, "changed", next(_CHANGES))
+        _stamped_set(self, name, value)
 
     def touch(self) -> None:
         object.__setattr__(self, "changed", next(_CHANGES))
 
 
 @dataclass(slots=True)
-class NodeRecord:
+class NodeFields:
+    """A node's record (``NodeRecord``, which adds its change stamp)."""
+
     node: Node
     state: NodeState
     group: str
@@ -153,6 +164,17 @@ class NodeRecord:
     @property
     def live(self) -> bool:
         return self.state in LIVE_NODE_STATES
+
+
+class NodeRecord(NodeFields):
+    """A node as the controller knows it, stamped like ``JobRecord`` at every assignment of a new value to a
+    field (its ``jobs`` change in place only with its ``node``, which is assigned a new value then)."""
+
+    __slots__ = ("changed",)
+    changed: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        _stamped_set(self, name, value)
 
 
 @dataclass(slots=True)
