@@ -111,20 +111,19 @@ def _instrument(timer: Timer) -> None:
     import scalar.store.jsoncodec as jsoncodec
     from scalar.store.store import Tx
 
-    snap_mod.encode = timer.wrap("encode", snap_mod.encode)  # type: ignore[assignment]
-    jsoncodec.canonical = timer.wrap("encode", jsoncodec.canonical)
-    for name in ("snapshot", "market_snapshot"):  # the snapshot built whole (before the parts)
-        if hasattr(leader_mod, name):
-            setattr(leader_mod, name, timer.wrap("snapshot", getattr(leader_mod, name)))
-    writer = getattr(leader_mod, "SnapshotWriter", None)  # built in parts: the writer's changes
-    if writer is not None:
-        writer.prepare = timer.wrap("snapshot", writer.prepare)
-    Tx.put_state = timer.wrap("db_write", Tx.put_state)  # type: ignore[method-assign]
-    if hasattr(Tx, "put_snapshot_parts"):
-        Tx.put_snapshot_parts = timer.wrap("db_write", Tx.put_snapshot_parts)
+    def patch(owner: Any, name: str, part: str) -> None:
+        if hasattr(owner, name):
+            setattr(owner, name, timer.wrap(part, getattr(owner, name)))
+
+    patch(snap_mod, "encode", "encode")  # the codec, as the snapshot module calls it
+    patch(jsoncodec, "canonical", "encode")  # the store's canonical JSON of a runtime_state value
+    patch(leader_mod, "snapshot", "snapshot")  # built whole (before the parts)
+    patch(leader_mod, "market_snapshot", "snapshot")
+    patch(getattr(leader_mod, "SnapshotWriter", None), "prepare", "snapshot")  # built in parts
+    patch(Tx, "put_state", "db_write")
+    patch(Tx, "put_snapshot_parts", "db_write")
     if importlib.util.find_spec("scalar.runtime.snapshot_store") is not None:  # JSON text of each row
-        store_mod = importlib.import_module("scalar.runtime.snapshot_store")
-        store_mod.dumps = timer.wrap("encode", store_mod.dumps)
+        patch(importlib.import_module("scalar.runtime.snapshot_store"), "dumps", "encode")
 
 
 def run(nodes: int, pending: int, steps: int, seed: int = 1) -> dict[str, Any]:
@@ -173,9 +172,9 @@ def run(nodes: int, pending: int, steps: int, seed: int = 1) -> dict[str, Any]:
         ]
         running: list[StartWork] = []
         load_started = time.perf_counter()
-        for events in loads:
+        for load in loads:
             clock.now += timedelta(seconds=1)
-            actions = leader.commit(clock.now, [new_event(e, clock.now) for e in events], market_changed=True)
+            actions = leader.commit(clock.now, [new_event(e, clock.now) for e in load], market_changed=True)
             running += [a for a in actions if isinstance(a, StartWork)]
         load_s = time.perf_counter() - load_started
         _instrument(timer)
