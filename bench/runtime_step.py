@@ -11,7 +11,8 @@ and is timed in parts:
 
 - *engine step*: ``Controller.step``;
 - *snapshot*: building the published decision state (``engine.snapshot``), less the codec's encoding;
-- *encode*: the codec's ``encode`` calls made for it, and the store's canonical JSON of what it writes;
+- *encode*: the codec's ``encode`` calls made for it, and the JSON of what it writes (the store's canonical
+  JSON of ``runtime_state`` values, the rows' JSON text), not that of the projections, events or actions;
 - *DB write*: the ``runtime_state``/snapshot rows written (statement and JSON serialisation), less the
   canonical JSON;
 - *write tx*: the whole fenced write transaction (it holds the SQLite write lock submissions wait for);
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
@@ -109,6 +111,7 @@ def _instrument(timer: Timer) -> None:
     import scalar.engine.snapshot as snap_mod
     import scalar.runtime.leader as leader_mod
     import scalar.store.jsoncodec as jsoncodec
+    import scalar.store.runtime_state as state_mod
     from scalar.store.store import Tx
 
     def patch(owner: Any, name: str, part: str) -> None:
@@ -116,7 +119,11 @@ def _instrument(timer: Timer) -> None:
             setattr(owner, name, timer.wrap(part, getattr(owner, name)))
 
     patch(snap_mod, "encode", "encode")  # the codec, as the snapshot module calls it
-    patch(jsoncodec, "canonical", "encode")  # the store's canonical JSON of a runtime_state value
+    # the store's canonical JSON of a runtime_state value (only there: projections and events have theirs)
+    proxy = SimpleNamespace(
+        canonical=timer.wrap("encode", jsoncodec.canonical), dumps=jsoncodec.dumps, loads=jsoncodec.loads
+    )
+    setattr(state_mod, "jsoncodec", proxy)  # noqa: B010 (a module attribute mypy does not know)
     patch(leader_mod, "snapshot", "snapshot")  # built whole (before the parts)
     patch(leader_mod, "market_snapshot", "snapshot")
     patch(getattr(leader_mod, "SnapshotWriter", None), "prepare", "snapshot")  # built in parts
