@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
@@ -109,6 +111,22 @@ _CHANGES = itertools.count(1)
 _UNSET = object()
 
 
+def _direct_init(fields_cls: type) -> Callable[..., None]:
+    """``fields_cls``'s ``__init__`` as a frozen dataclass writes it (straight into the slots, not through
+    a stamping ``__setattr__``: a new record is stamped once, not compared field by field)."""
+    specs: list[tuple[str, object, Any]] = []
+    for f in fields(fields_cls):
+        if f.default is not MISSING:
+            specs.append((f.name, f.type, field(default=f.default)))
+        elif f.default_factory is not MISSING:
+            specs.append((f.name, f.type, field(default_factory=f.default_factory)))
+        else:
+            specs.append((f.name, f.type, field()))
+    twin = make_dataclass(f"_{fields_cls.__name__}Init", specs, frozen=True)
+    init: Callable[..., None] = twin.__dict__["__init__"]
+    return init
+
+
 def _stamped_set(rec: object, name: str, value: object) -> None:
     """Assign, and stamp the record when the value is a different one (an equal value assigned again, as a
     pass re-deciding the same routing does, changes nothing published)."""
@@ -124,6 +142,9 @@ def change_mark() -> int:
     return next(_CHANGES)
 
 
+_JOB_INIT = _direct_init(JobFields)
+
+
 class JobRecord(JobFields):
     """A job as the controller knows it. ``changed`` is stamped from one counter at every assignment of a
     new value to a field (and by ``touch`` when a field's list or dict is changed in place), so a reader that noted
@@ -132,6 +153,10 @@ class JobRecord(JobFields):
 
     __slots__ = ("changed",)
     changed: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _JOB_INIT(self, *args, **kwargs)
+        object.__setattr__(self, "changed", next(_CHANGES))
 
     def __setattr__(self, name: str, value: object) -> None:
         _stamped_set(self, name, value)
@@ -166,12 +191,19 @@ class NodeFields:
         return self.state in LIVE_NODE_STATES
 
 
+_NODE_INIT = _direct_init(NodeFields)
+
+
 class NodeRecord(NodeFields):
     """A node as the controller knows it, stamped like ``JobRecord`` at every assignment of a new value to a
     field (its ``jobs`` change in place only with its ``node``, which is assigned a new value then)."""
 
     __slots__ = ("changed",)
     changed: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _NODE_INIT(self, *args, **kwargs)
+        object.__setattr__(self, "changed", next(_CHANGES))
 
     def __setattr__(self, name: str, value: object) -> None:
         _stamped_set(self, name, value)
