@@ -109,6 +109,7 @@ class JobFields:
 
 _CHANGES = itertools.count(1)
 _UNSET = object()
+_set = object.__setattr__
 
 
 def _direct_init(fields_cls: type) -> Callable[..., None]:
@@ -125,15 +126,6 @@ def _direct_init(fields_cls: type) -> Callable[..., None]:
     twin = make_dataclass(f"_{fields_cls.__name__}Init", specs, frozen=True)
     init: Callable[..., None] = twin.__dict__["__init__"]
     return init
-
-
-def _stamped_set(rec: object, name: str, value: object) -> None:
-    """Assign, and stamp the record when the value is a different one (an equal value assigned again, as a
-    pass re-deciding the same routing does, changes nothing published)."""
-    old = getattr(rec, name, _UNSET)
-    object.__setattr__(rec, name, value)
-    if old is not value and (old is _UNSET or old != value):
-        object.__setattr__(rec, "changed", next(_CHANGES))
 
 
 def change_mark() -> int:
@@ -159,7 +151,12 @@ class JobRecord(JobFields):
         object.__setattr__(self, "changed", next(_CHANGES))
 
     def __setattr__(self, name: str, value: object) -> None:
-        _stamped_set(self, name, value)
+        # stamped only for a new value: an equal one assigned again (a pass re-deciding the same routing)
+        # changes nothing published
+        old = getattr(self, name, _UNSET)
+        _set(self, name, value)
+        if old is not value and (old is _UNSET or old != value):
+            _set(self, "changed", next(_CHANGES))
 
     def touch(self) -> None:
         object.__setattr__(self, "changed", next(_CHANGES))
@@ -206,7 +203,12 @@ class NodeRecord(NodeFields):
         object.__setattr__(self, "changed", next(_CHANGES))
 
     def __setattr__(self, name: str, value: object) -> None:
-        _stamped_set(self, name, value)
+        # stamped only for a new value: an equal one assigned again (a pass re-deciding the same routing)
+        # changes nothing published
+        old = getattr(self, name, _UNSET)
+        _set(self, name, value)
+        if old is not value and (old is _UNSET or old != value):
+            _set(self, "changed", next(_CHANGES))
 
 
 @dataclass(slots=True)
