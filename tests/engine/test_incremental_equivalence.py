@@ -13,6 +13,7 @@ state (``engine/snapshot.py``); and so must both runs restored from their snapsh
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -37,6 +38,7 @@ from scalar.engine import (
     action_to_dict,
     pending_index,
 )
+from scalar.engine.codec import encode
 from scalar.engine.snapshot import market_snapshot, restore, snapshot
 from tests.engine.builders import at, market, prime_offer, sf_offer
 from tests.engine.builders import filled as fill
@@ -163,8 +165,18 @@ def _drive(
         out.append(explained.lines if explained is not None else None)
     out.append(c.state.unmet)
     out.append(c.state.last_routing)
-    out.append(json.dumps(snapshot(c.state)))  # the published state, placement summaries included
+    out.append(_published(c))  # the published state, placement summaries included
     return out
+
+
+def _published(c: Controller) -> str:
+    """The published state as a reader sees it: restored, each live job with its placement summary resolved
+    (the header's skip log and the jobs' own summaries are how it is stored, not what it says)."""
+    data = json.loads(json.dumps(snapshot(c.state)))
+    copy = restore(data, json.loads(json.dumps(market_snapshot(c.state))))
+    jobs = [[k, encode(replace(r, placement=copy.placement_of(r)))] for k, r in copy.jobs.items()]
+    rest = {k: v for k, v in data.items() if k not in ("jobs", "skipped")}
+    return json.dumps([rest, jobs])
 
 
 def _restored(c: Controller) -> Controller:

@@ -157,11 +157,13 @@ class PendingIndex:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def add(self, job_id: str, job: Job, command: bool) -> None:
+    def add(self, job_id: str, job: Job, command: bool, key: OrderKey | None = None) -> None:
+        """Index a job that became PENDING; ``key``: the one it had (a restored snapshot), else a new one."""
         if job_id in self.entries:
             return
-        self.seq += 1
-        key = order_key(job, self.seq)
+        if key is None:
+            self.seq += 1
+            key = order_key(job, self.seq)
         shape = shape_of(job, command)
         self.entries[job_id] = (key, shape)
         queue = self.queues.get(shape)

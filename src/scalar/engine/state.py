@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from scalar.domain.consolidation import ConsolidationDecision
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeState
@@ -82,7 +84,9 @@ class PlacementSpan:
 
 
 @dataclass(slots=True)
-class JobRecord:
+class JobFields:
+    """A job's record (``JobRecord``, which adds its change stamp)."""
+
     spec: JobSpec
     job: Job | None
     submitted_at: datetime
@@ -103,8 +107,65 @@ class JobRecord:
     history: list[PlacementSpan] = field(default_factory=list)  # every placement, closed when released
 
 
+_CHANGES = itertools.count(1)
+_UNSET = object()
+_set = object.__setattr__
+
+
+def _direct_init(fields_cls: type) -> Callable[..., None]:
+    """``fields_cls``'s ``__init__`` as a frozen dataclass writes it (straight into the slots, not through
+    a stamping ``__setattr__``: a new record is stamped once, not compared field by field)."""
+    specs: list[tuple[str, object, Any]] = []
+    for f in fields(fields_cls):
+        if f.default is not MISSING:
+            specs.append((f.name, f.type, field(default=f.default)))
+        elif f.default_factory is not MISSING:
+            specs.append((f.name, f.type, field(default_factory=f.default_factory)))
+        else:
+            specs.append((f.name, f.type, field()))
+    twin = make_dataclass(f"_{fields_cls.__name__}Init", specs, frozen=True)
+    init: Callable[..., None] = twin.__dict__["__init__"]
+    return init
+
+
+def change_mark() -> int:
+    """A stamp later than every ``JobRecord.changed`` so far (``runtime``'s snapshot writer: which jobs
+    changed since it last published)."""
+    return next(_CHANGES)
+
+
+_JOB_INIT = _direct_init(JobFields)
+
+
+class JobRecord(JobFields):
+    """A job as the controller knows it. ``changed`` is stamped from one counter at every assignment of a
+    new value to a field (and by ``touch`` when a field's list or dict is changed in place), so a reader that noted
+    ``change_mark()`` knows the records changed since: those with a later stamp. Not a field: neither
+    compared, encoded nor published."""
+
+    __slots__ = ("changed",)
+    changed: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _JOB_INIT(self, *args, **kwargs)
+        object.__setattr__(self, "changed", next(_CHANGES))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # stamped only for a new value: an equal one assigned again (a pass re-deciding the same routing)
+        # changes nothing published
+        old = getattr(self, name, _UNSET)
+        _set(self, name, value)
+        if old is not value and (old is _UNSET or old != value):
+            _set(self, "changed", next(_CHANGES))
+
+    def touch(self) -> None:
+        object.__setattr__(self, "changed", next(_CHANGES))
+
+
 @dataclass(slots=True)
-class NodeRecord:
+class NodeFields:
+    """A node's record (``NodeRecord``, which adds its change stamp)."""
+
     node: Node
     state: NodeState
     group: str
@@ -125,6 +186,29 @@ class NodeRecord:
     @property
     def live(self) -> bool:
         return self.state in LIVE_NODE_STATES
+
+
+_NODE_INIT = _direct_init(NodeFields)
+
+
+class NodeRecord(NodeFields):
+    """A node as the controller knows it, stamped like ``JobRecord`` at every assignment of a new value to a
+    field (its ``jobs`` change in place only with its ``node``, which is assigned a new value then)."""
+
+    __slots__ = ("changed",)
+    changed: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _NODE_INIT(self, *args, **kwargs)
+        object.__setattr__(self, "changed", next(_CHANGES))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # stamped only for a new value: an equal one assigned again (a pass re-deciding the same routing)
+        # changes nothing published
+        old = getattr(self, name, _UNSET)
+        _set(self, name, value)
+        if old is not value and (old is _UNSET or old != value):
+            _set(self, "changed", next(_CHANGES))
 
 
 @dataclass(slots=True)
@@ -451,6 +535,7 @@ class ClusterState:
         if part.restartable:
             self.restartable_held[rec.spec.job_id] = None
         rec.history.append(PlacementSpan(node_id, gpu_indices, self.at))
+        rec.touch()
 
     def release(self, rec: JobRecord) -> tuple[str, ...]:
         """Free every GPU, CPU and GB of RAM the job holds; return the node ids it was on."""
@@ -473,4 +558,5 @@ class ClusterState:
         for i, span in enumerate(rec.history):
             if span.until is None:
                 rec.history[i] = PlacementSpan(span.node_id, span.gpu_indices, span.since, self.at)
+        rec.touch()
         return tuple(freed)

@@ -10,7 +10,8 @@ computed outside any write transaction and its result written in one short ``sto
         appended = tx.append_batch(now, fresh_events)           # must store exactly these (else lost race)
         tx.add_actions(...); plan.apply(tx, ...)                # the outbox, projections, decisions
         tx.mark_inbox_consumed(...)                             # compare-and-set on the inbox cursor
-        tx.put_state(SNAPSHOT_KEY, ...)                         # the decision state previews run on
+        publication.write(tx, now)                              # the decision state previews run on:
+                                                                # its header, the jobs the step changed
 
 If that transaction fails after the in-memory step (fenced, a lost race, a database error), the controller
 is ahead of the database: it is dropped and rebuilt by replay before the next step. A ``NotLeaderError`` (another process took the lease)
@@ -40,7 +41,7 @@ from scalar.engine import (
 )
 from scalar.engine.codec import action_from_dict, event_from_dict, event_to_dict
 from scalar.engine.events import Event
-from scalar.engine.snapshot import market_key, market_snapshot, snapshot
+from scalar.engine.snapshot import market_key, market_snapshot
 from scalar.providers.base import Provider
 from scalar.runtime import budgets
 from scalar.runtime.agent_backend import AGENT_PROVIDER
@@ -49,6 +50,7 @@ from scalar.runtime.executor import Outcome, execute, outbox_payload
 from scalar.runtime.feed import NodeFeed, PriceCollector, Source
 from scalar.runtime.projector import ProjectionPlan, Projector
 from scalar.runtime.settings import Settings
+from scalar.runtime.snapshot_store import MARKET_SNAPSHOT_KEY, Publication, SnapshotWriter
 from scalar.runtime.step_metrics import StepLatency
 from scalar.store import (
     IN_FLIGHT,
@@ -68,10 +70,6 @@ from scalar.store.jsoncodec import canonical
 log = logging.getLogger(__name__)
 
 INBOX_BATCH = 1000
-
-
-SNAPSHOT_KEY = "controller:snapshot"  # runtime_state row: the leader's decision state after its last step
-MARKET_SNAPSHOT_KEY = "controller:snapshot:market"  # its scale groups, offers and books
 
 
 def new_event(event: Event, now: datetime) -> NewEvent:
@@ -127,6 +125,7 @@ class Leader:
         self.lock = threading.RLock()
         self.controller: Controller | None = None
         self.published_market: tuple[object, ...] | None = None  # market_key of the last market snapshot
+        self.snapshots = SnapshotWriter()  # the decision state's rows: what the last step published
         self.fence: Fence | None = None
         self.lease_expires_at: datetime | None = None
         self.reclaim = False
@@ -197,6 +196,7 @@ class Leader:
         self.projector.reset(controller)
         self.controller = controller
         self.published_market = None  # a new controller (or leader) publishes its market part again
+        self.snapshots.reset()  # and every job's row
         self.steps = steps
         self.publish()
 
@@ -255,7 +255,7 @@ class Leader:
             plan: ProjectionPlan | None = None
             rows: list[NewAction] = []
             published: tuple[object, ...] | None = None
-            decision_state: dict[str, Any] | None = None
+            publication: Publication | None = None
             market_state: dict[str, Any] | None = None
             try:
                 fresh = self._fresh(events)
@@ -267,8 +267,9 @@ class Leader:
                         controller, now, story_from=story_from, market_changed=market_changed
                     )
                     # the decision state previews run the controller's code on (runtime/preview.py), built
-                    # outside the transaction; its large market part only when the market changed it
-                    decision_state = snapshot(controller.state, controller.config.budgets)
+                    # outside the transaction: the jobs this step changed (runtime/snapshot_store.py); its
+                    # large market part only when the market changed it
+                    publication = self.snapshots.prepare(controller.state, controller.config.budgets)
                     market = market_key(controller.state)
                     if market != self.published_market:
                         market_state = market_snapshot(controller.state)
@@ -296,8 +297,8 @@ class Leader:
                         )
                         audit_actions(tx, actions, controller.state, now, appended.batch_id)
                         plan.apply(tx, appended.batch_id)
-                        if decision_state is not None:
-                            tx.put_state(SNAPSHOT_KEY, decision_state, at=now)
+                        if publication is not None:
+                            publication.write(tx, now)
                         if market_state is not None:
                             tx.put_state(MARKET_SNAPSHOT_KEY, market_state, at=now)
                     if after is not None:
@@ -309,9 +310,12 @@ class Leader:
             except BaseException:
                 if stepped:  # the controller is ahead of the database: rebuild before the next step
                     self.controller = None
+                self.snapshots.reset()
                 raise
             if published is not None:
                 self.published_market = published
+            if publication is not None:
+                self.snapshots.committed(publication)
             if plan is not None:
                 plan.committed()
             self.last_step_at = now

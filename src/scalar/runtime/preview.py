@@ -1,9 +1,10 @@
 """What a job would cost before it is submitted (``POST /jobs/preview``, ``scalar submit`` asks with it).
 
 The answer is the controller's own decision, not an estimate beside it: after every step the leader
-publishes its decision state (``engine.snapshot``; the market's part only when it changed) in the
-``runtime_state`` table
-(``Leader.commit``, in the step's transaction); the preview reads that value, restores it into a fresh
+publishes its decision state (``engine.snapshot``; the market's part only when it changed; the jobs as a
+row each, rewritten only for the jobs the step changed: ``runtime/snapshot_store.py``) in the database
+(``Leader.commit``, in the step's transaction); the preview reads that value in one read transaction
+(one step's state, whole), restores it into a fresh
 ``Controller`` with the configured policy, submits the job to it and steps it once at the current time
 (and, for a FLEX job still batching, once more when its batch would be released). What that copy does
 with the job is the preview:
@@ -42,8 +43,8 @@ from scalar.engine.snapshot import budgets_of, restore
 from scalar.engine.state import ClusterState
 from scalar.engine.validation import validate_job_spec
 from scalar.runtime.jobs import spec_from_fields
-from scalar.runtime.leader import MARKET_SNAPSHOT_KEY, SNAPSHOT_KEY
 from scalar.runtime.settings import Settings
+from scalar.runtime.snapshot_store import read_published
 from scalar.runtime.views import HOUR
 from scalar.store import Store
 
@@ -87,16 +88,16 @@ def _base(spec: JobSpec) -> dict[str, Any]:
 def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> dict[str, Any]:
     """What the controller would do with ``spec`` now (module docstring); writes nothing."""
     out = _base(spec)
-    with store.read() as tx:
-        data = tx.get_state(SNAPSHOT_KEY)
-        market = tx.get_state(MARKET_SNAPSHOT_KEY)
-    if data is None or market is None:
-        out.update(
-            needs_purchase=True,
-            reason="the controller has not published its state yet (no step so far): try again in a moment",
-        )
-        return out
     try:
+        with store.read() as tx:  # the header and the jobs' rows of one step
+            published = read_published(tx)
+        if published is None:
+            out.update(
+                needs_purchase=True,
+                reason="the controller has not published its state yet (no step so far): try again in a moment",
+            )
+            return out
+        data, market = published
         state = restore(data, market)
         budgets = budgets_of(data)
     except CodecError as err:

@@ -12,6 +12,9 @@
   exactly once, in the transaction that appends the events it becomes.
 - ``runtime_state``: small JSON documents the leader keeps in step with the log (a provider's event cursor),
   written in the same transaction as the events they describe.
+- ``snapshot_parts``: the large parts of the leader's published decision state, a row each (a live job, a
+  job of the demand forecast; the rest of that state is ``runtime_state`` row ``controller:snapshot``),
+  rewritten only where a step changed them (``store/snapshot_parts.py``).
 - ``rate_buckets``: the API's token buckets (per token, node, worker, failing address), shared by every API
   process on the database (``store/ratelimit.py``).
 """
@@ -28,6 +31,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -191,6 +195,19 @@ runtime_state = Table(
     Column("key", String(200), primary_key=True),
     Column("value", JSONDocument, nullable=False),
     Column("updated_at", UTCDateTime(), nullable=True),
+)
+
+# The large parts of the published decision state (store/snapshot_parts.py): ``value`` a part as JSON text,
+# ``ord`` its place in its kind's order.
+snapshot_parts = Table(
+    "snapshot_parts",
+    metadata,
+    Column("kind", String(16), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("ord", BigInteger(), nullable=False),
+    Column("value", Text(), nullable=False),
+    PrimaryKeyConstraint("kind", "key", name="pk_snapshot_parts"),
+    Index("ix_snapshot_parts_kind_ord", "kind", "ord"),
 )
 
 # Token buckets shared by every API process on this database (store/ratelimit.py): ``level`` tokens at

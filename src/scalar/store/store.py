@@ -28,7 +28,16 @@ from sqlalchemy.exc import OperationalError
 
 from scalar.domain.offers import Offer
 from scalar.store import decisions as decisions_mod
-from scalar.store import eventlog, inbox, outbox, prices, projections, ratelimit, runtime_state
+from scalar.store import (
+    eventlog,
+    inbox,
+    outbox,
+    prices,
+    projections,
+    ratelimit,
+    runtime_state,
+    snapshot_parts,
+)
 from scalar.store import lease as lease_mod
 from scalar.store.db import begin_immediate, describe_url, is_postgres, make_engine, serialize_writes
 from scalar.store.decisions import Decision, NewDecision
@@ -268,6 +277,30 @@ class Tx:
 
     def states_with_prefix(self, prefix: str) -> dict[str, dict[str, Any]]:
         return runtime_state.states_with_prefix(self._conn, prefix)
+
+    # -- the published decision state's parts (see ``scalar.store.snapshot_parts``) -------------------
+    def put_snapshot_parts(
+        self,
+        kind: str,
+        rows: Sequence[tuple[str, int, str]],
+        *,
+        removed: Sequence[str] = (),
+        below: int | None = None,
+        replace: bool = False,
+    ) -> None:
+        """Rows ``(key, ord, JSON text)`` of ``kind`` upserted; the ``removed`` keys deleted, and the rows
+        placed before ``below``; ``replace``: ``rows`` are the whole kind (every other row deleted)."""
+        conn = self._write()
+        if replace:
+            snapshot_parts.replace_kind(conn, kind, rows)
+            return
+        snapshot_parts.delete_keys(conn, kind, removed)
+        if below is not None:
+            snapshot_parts.delete_below(conn, kind, below)
+        snapshot_parts.put(conn, kind, rows)
+
+    def snapshot_parts(self, kind: str) -> list[tuple[str, Any]]:
+        return snapshot_parts.read(self._conn, kind)
 
 
 class Store:
