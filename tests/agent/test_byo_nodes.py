@@ -1,4 +1,4 @@
-"""Bring your own nodes, priced and removed (issue 9 part 6): real ``scalar agent`` processes against a control
+"""Bring your own nodes, priced and removed: real ``scalar agent`` processes against a control
 plane on loopback. A join token's ``price_per_gpu_hour`` becomes the host's block price (``/blocks``, and
 ``/costs`` accrues at it); ``POST /agents/{node}/remove`` (``scalar node remove``) drains the host, lets its
 job finish or (``force``) requeues it as when the node is lost, then ends its block and refuses its agent's

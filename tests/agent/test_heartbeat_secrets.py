@@ -1,5 +1,5 @@
 """A heartbeat reply carries a job's opened secrets only while its agent has not reported starting it
-(issue 14: an assignment not started yet gets its environment again from the next reply; one that runs
+(an assignment not started yet gets its environment again from the next reply; one that runs
 needs none, so none crosses the wire again)."""
 
 from __future__ import annotations

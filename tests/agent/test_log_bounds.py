@@ -1,4 +1,4 @@
-"""Bounded job output (issue 14, item 4): the agent ships at most ``log_max_bytes_per_attempt`` of an
+"""Bounded job output: the agent ships at most ``log_max_bytes_per_attempt`` of an
 attempt's output and says how much it dropped; the controller keeps at most ``[logs]
 max_bytes_per_tenant`` per tenant (oldest finished jobs' output first) and nothing past ``retention_s``."""
 

@@ -1,4 +1,4 @@
-"""Ports and VRAM budgets on real agents (issue 9, part 3; docs/agent.md "Ports" and "VRAM budgets").
+"""Ports and VRAM budgets on real agents (docs/agent.md "Ports" and "VRAM budgets").
 
 A job with ``ports`` gets that many free TCP ports from its node's agent, as ``$SCALAR_PORTS`` and ``$PORT``;
 the command binds them, and ``GET /jobs/{id}`` shows the same numbers as ``allocated_ports``. A job on a

@@ -1,4 +1,4 @@
-"""Relative throughput of GPU models (issue 15 item 2): one published rate per model, A100 = 1.0."""
+"""Relative throughput of GPU models: one published rate per model, A100 = 1.0."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Endpoint workers run by a real node agent (issue 9 part 5, issue 7 part 5): a local-handler endpoint on a
+"""Endpoint workers run by a real node agent: a local-handler endpoint on a
 control plane whose only capacity is an agent's host with fake GPUs. The worker is an ordinary assignment:
 the handler runs in the agent's worker process with the GPUs the packer chose, requests go through the
 RunPod-shaped /v2 path, a worker killed mid-request (or lost with its node) has its request retried exactly

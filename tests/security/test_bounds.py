@@ -1,4 +1,4 @@
-"""Bounds on every field (issue 8): a table of hostile bodies and parameters per route, over real HTTP.
+"""Bounds on every field: a table of hostile bodies and parameters per route, over real HTTP.
 
 Each gets a 4xx problem (never a 500) that names the offending field, and nothing stored changes.
 """

@@ -1,4 +1,4 @@
-"""Handlers are code an admin chose (issue 14): a local endpoint's ``handler`` runs on the control plane's
+"""Handlers are code an admin chose: a local endpoint's ``handler`` runs on the control plane's
 host, so a user may deploy only handlers under ``[endpoints] handlers``; an admin may deploy any."""
 
 from __future__ import annotations

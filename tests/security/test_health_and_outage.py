@@ -1,4 +1,4 @@
-"""One health shape (issue 14): ``/healthz`` says ok | starting | degraded with a problem code and names no
+"""One health shape: ``/healthz`` says ok | starting | degraded with a problem code and names no
 database, host or process; while the database is down every route answers 503 with Retry-After, never 500."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A tenant's job cannot take over the control plane (issue 14; docs/security.md, "Jobs on a node").
+"""A tenant's job cannot take over the control plane (docs/security.md, "Jobs on a node").
 
 Real processes: a control plane with authentication on and the local agent ``scalar up --demo`` starts
 (per-tenant uids under bubblewrap, as root), and a second layout with per-tenant uids and no sandbox.

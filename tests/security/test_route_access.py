@@ -1,4 +1,4 @@
-"""Deny by default (issue 14): every route of the app declares who may call it, and the declaration holds
+"""Deny by default: every route of the app declares who may call it, and the declaration holds
 over real HTTP even without the middleware's admin list behind it."""
 
 from __future__ import annotations

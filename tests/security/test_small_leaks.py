@@ -1,4 +1,4 @@
-"""Small leaks (issue 14): PUT /budgets needs ``limits``; NUL in argv/env and ``=`` in env names are refused
+"""Small leaks: PUT /budgets needs ``limits``; NUL in argv/env and ``=`` in env names are refused
 at submission; agents' and workers' calls are checked before any write transaction and rate-limited per
 node."""
 

@@ -1,4 +1,4 @@
-"""Token expiry (issue 8): created tokens expire (default 90 days), an expired token is refused like an
+"""Token expiry: created tokens expire (default 90 days), an expired token is refused like an
 unknown one, ``never`` and the local admin token of ``scalar up`` do not expire. Time is injected."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class NodeState(StrEnum):
     BOOTING = "booting"
     INITIALIZING = "initializing"
     READY = "ready"
-    SUSPECT = "suspect"  # an agent-backed node that missed its heartbeat lease (issue 9)
+    SUSPECT = "suspect"  # an agent-backed node that missed its heartbeat lease
     LOST = "lost"  # missed it for longer: its jobs were requeued; it may rejoin
     FAILED = "failed"
     TERMINATED = "terminated"

@@ -1,4 +1,4 @@
-"""Agent-backed nodes (issue 9): user-owned hosts, agents of bought nodes, attempts and their fencing.
+"""Agent-backed nodes: user-owned hosts, agents of bought nodes, attempts and their fencing.
 
 - ``HostRegistered``: a user-owned host becomes a fixed-capacity block of one READY, agent-backed node
   (at the join token's price per GPU-hour, 0 by default; never released for idleness; ends at the host's

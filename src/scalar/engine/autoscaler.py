@@ -204,7 +204,7 @@ def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, ou
 
 def _hold_commands(state: ClusterState, commands: list[JobRecord], out: Outcomes) -> None:
     """A job with a command runs only on agent-backed nodes; no provider's bought nodes run an agent, so
-    buying for it would buy capacity it can never use (issue 9)."""
+    buying for it would buy capacity it can never use."""
     for rec in commands:
         placement = state.placement_of(rec)
         why = placement.message if placement is not None else "no agent-backed node has room"

@@ -175,7 +175,7 @@ class ControllerConfig:
     safety_margin_s: float = 300.0
     reservation_s: float = 600.0
     max_demand_entries: int = 2000
-    # Agents (issue 9): a job requeued after its node was LOST runs at most this many attempts, then fails;
+    # Agents: a job requeued after its node was LOST runs at most this many attempts, then fails;
     # bought nodes of ``agent_providers`` are READY only once their agent registered.
     max_job_attempts: int = 3
     agent_providers: tuple[str, ...] = ()

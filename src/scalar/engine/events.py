@@ -40,9 +40,9 @@ class JobSpec:
     gpu_models: tuple[str, ...] | None = None
     share_gpu: bool = False
     submitted_at: datetime | None = None
-    endpoint_id: str | None = None  # the serverless endpoint this job is a worker of (issue 7)
+    endpoint_id: str | None = None  # the serverless endpoint this job is a worker of
     tenant: str = "default"  # who submitted it (docs/security.md): jobs are visible to their tenant only
-    # What to run (issue 9): argv, environment and working directory; a job without a command is a pure
+    # What to run: argv, environment and working directory; a job without a command is a pure
     # reservation. A job with a command runs only on agent-backed nodes (scalar.engine.agents).
     command: tuple[str, ...] | None = None
     env: tuple[tuple[str, str], ...] = ()
@@ -146,7 +146,7 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class HostRegistered:
-    """A user-owned host's agent registered (issue 9): a fixed-capacity block of one READY, agent-backed node
+    """A user-owned host's agent registered: a fixed-capacity block of one READY, agent-backed node
     (at ``price_per_gpu_hour``, 0 by default and in events stored before the field existed; never released
     for idleness; it ends at ``end_time`` when the host's contract has one)."""
 

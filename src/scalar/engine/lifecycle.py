@@ -20,7 +20,7 @@ Slices and nodes (seed 003; a state may be skipped forwards, never gone back to)
     BOOTING -> INITIALIZING | READY | FAILED | TERMINATED
     INITIALIZING -> READY | FAILED | TERMINATED
     READY -> SUSPECT | LOST | FAILED | TERMINATED
-    SUSPECT -> READY | LOST | FAILED | TERMINATED     (an agent-backed node's heartbeat lease, issue 9)
+    SUSPECT -> READY | LOST | FAILED | TERMINATED     (an agent-backed node's heartbeat lease)
     LOST -> READY | FAILED | TERMINATED               (a lost node whose agent calls again rejoins)
 
 Orders (our side of a purchase)::

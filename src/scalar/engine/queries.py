@@ -120,7 +120,7 @@ class SliceCounts:
     ready: int = 0
     failed: int = 0
     terminated: int = 0
-    suspect: int = 0  # agent-backed slices whose agent missed its heartbeat lease (issue 9)
+    suspect: int = 0  # agent-backed slices whose agent missed its heartbeat lease
     lost: int = 0
 
 

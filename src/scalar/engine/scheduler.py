@@ -82,7 +82,7 @@ class _Pass:
         # duration gets: one value shared by all of them, not one new sentence per skipped job)
         self.failed: dict[tuple[object, ...], tuple[float, PlacementSummary]] = {}
         self.reserved = reservations(state, config, now, [r.id for r in ready])
-        # Jobs with a command run only on agent-backed nodes, pure reservations only on the others (issue 9).
+        # Jobs with a command run only on agent-backed nodes, pure reservations only on the others.
         self.agent_ids = frozenset(r.id for r in ready if r.agent)
         views = state.node_views if pending_index.USE_INDEX else None
         if views is not None and len(views) > 2 * len(ready) + 64:  # forget nodes gone from READY

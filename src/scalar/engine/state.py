@@ -176,7 +176,7 @@ class NodeFields:
     ready_at: datetime | None = None
     idle_since: datetime | None = None
     jobs: dict[str, None] = field(default_factory=dict)
-    agent: bool = False  # a Scalar agent runs work on it (issue 9; scalar.engine.agents)
+    agent: bool = False  # a Scalar agent runs work on it (scalar.engine.agents)
     draining: bool = False  # a user-owned host being removed: nothing new is placed on it
 
     @property

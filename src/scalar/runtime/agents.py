@@ -1,4 +1,4 @@
-"""The controller's side of the agent protocol (issue 9; docs/agent.md).
+"""The controller's side of the agent protocol (docs/agent.md).
 
 - ``AgentService``: join tokens, registration (refusing an incompatible agent), heartbeats (the reply carries
   the desired state: assignments to run, assignments to stop, drain), log chunks by byte offset, and the

@@ -97,7 +97,7 @@ def spec_from_fields(
 
 
 def _command_fields(kwargs: dict[str, Any]) -> list[Reason]:
-    """``command`` (argv), ``env`` and ``workdir`` into the spec's shapes (issue 9), or what is wrong."""
+    """``command`` (argv), ``env`` and ``workdir`` into the spec's shapes, or what is wrong."""
     problems: list[Reason] = []
     command = kwargs.get("command")
     if command is not None:
@@ -144,7 +144,7 @@ def _command_fields(kwargs: dict[str, Any]) -> list[Reason]:
 
 
 def _run_fields(spec: JobSpec) -> dict[str, Any]:
-    """What the job runs (issue 9): ``command`` is None for a pure reservation."""
+    """What the job runs: ``command`` is None for a pure reservation."""
     out: dict[str, Any] = {
         "command": None if spec.command is None else list(spec.command),
         "env": dict(spec.env) if spec.env else None,

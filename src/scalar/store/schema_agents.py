@@ -1,4 +1,4 @@
-"""Tables for node agents, join tokens, assignments and shipped logs (issue 9); created by migration 0004.
+"""Tables for node agents, join tokens, assignments and shipped logs; created by migration 0004.
 
 - ``agent_join_tokens``: one-time tokens an agent registers with. Only the SHA-256 of the token is kept. A
   token without ``node_id`` registers a user-owned host (a fixed-capacity block of ``provider``); with one,

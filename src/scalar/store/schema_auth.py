@@ -1,4 +1,4 @@
-"""Tables for API tokens, tenants and the audit log (issue 8); created by migration 0005.
+"""Tables for API tokens, tenants and the audit log; created by migration 0005.
 
 - ``api_tokens``: one row per API token. Only the SHA-256 of the token's secret part is kept
   (``secret_sha256``); the token itself is shown once, when it is created. ``revoked_at`` set: refused.

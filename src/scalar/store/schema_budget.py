@@ -1,4 +1,4 @@
-"""Tables for spend limits (issue 8); created by migration 0006.
+"""Tables for spend limits; created by migration 0006.
 
 - ``budget_limits``: one row per scope (``global`` or a tenant): USD per hour and USD per period (a UTC
   day or month); ``NULL`` is no limit. Written by ``PUT /budgets`` (and from ``[budgets]`` at start).

@@ -1,4 +1,4 @@
-"""Tables for serverless endpoints, their durable requests and scaling decisions (issue 7); created by migration 0003.
+"""Tables for serverless endpoints, their durable requests and scaling decisions; created by migration 0003.
 
 - ``endpoints``: one row per endpoint: its normalized spec (JSON, ``wire.endpoints.endpoint_to_json``), where
   its workers run (``target``: builtin, local, runpod), the handler of a local endpoint, and ``state``

@@ -1,4 +1,4 @@
-"""The agent protocol's messages (issue 9; docs/agent.md): registration, heartbeats, assignments, logs.
+"""The agent protocol's messages (docs/agent.md): registration, heartbeats, assignments, logs.
 
 The agent always calls the controller (nodes behind NAT work). Every message is idempotent: a heartbeat
 carries the full state of each assignment, a log chunk its byte offset, a registration the one-time join
@@ -19,7 +19,7 @@ PROTOCOL = 1
 """Bumped on any incompatible change; the controller refuses an agent with another protocol."""
 
 MAX_LOG_CHUNK_BYTES = 1_000_000
-# Finite bounds on what an agent reports (issue 8): far above any real host.
+# Finite bounds on what an agent reports: far above any real host.
 MAX_HOST_CPUS = 100_000
 MAX_HOST_GB = 1_000_000_000.0
 MAX_GPU_MEMORY_GB = 10_000.0

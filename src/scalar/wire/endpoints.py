@@ -35,7 +35,7 @@ HANDLER_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*
 LOCAL_HANDLER_IMAGE = "scalar/python-handler:local"
 """The image of an endpoint given only a Python ``handler``: the handler runs in a local subprocess."""
 
-# Upper bounds of the spec's numbers, strings and lists (issue 8: no absurd values). The lower bounds and
+# Upper bounds of the spec's numbers, strings and lists (no absurd values). The lower bounds and
 # every other rule live in scalar.domain.endpoints. docs/formats/endpoint.md lists them.
 MAX_WORKERS = 1000
 MAX_SCALER_VALUE = 100_000

@@ -24,7 +24,7 @@ NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
-# Finite bounds on a workload's requirements (issue 8): far above any real machine, small enough that no
+# Finite bounds on a workload's requirements: far above any real machine, small enough that no
 # accepted value overflows a column, a Decimal or a comparison. The same as a job's (scalar.wire.jobs).
 MAX_REQ_CPU = 100_000.0
 MAX_REQ_MEMORY_GB = 1_000_000.0

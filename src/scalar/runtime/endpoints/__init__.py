@@ -1,2 +1,2 @@
-"""Serverless endpoints over the control plane (issue 7, docs/endpoints.md): the endpoint service, its
+"""Serverless endpoints over the control plane (docs/endpoints.md): the endpoint service, its
 tick, local handler workers and the RunPod export."""

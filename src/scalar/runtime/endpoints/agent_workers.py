@@ -1,4 +1,4 @@
-"""Endpoint workers run by node agents (issue 9 part 5; docs/endpoints.md "Workers on agent nodes").
+"""Endpoint workers run by node agents (docs/endpoints.md "Workers on agent nodes").
 
 A local endpoint's worker whose job can go to a READY agent-backed node with room is submitted as a job with
 a command (``worker_job_fields``): the agent runs ``python -m scalar.agent.endpoint_worker`` as an ordinary

@@ -1,4 +1,4 @@
-"""Tables for serverless endpoints, their durable requests and scaling decisions (issue 7).
+"""Tables for serverless endpoints, their durable requests and scaling decisions.
 
 Revision ID: 0003
 Revises: 0002

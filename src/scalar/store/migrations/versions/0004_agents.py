@@ -1,4 +1,4 @@
-"""Tables for node agents, join tokens, assignments and shipped logs (issue 9).
+"""Tables for node agents, join tokens, assignments and shipped logs.
 
 Revision ID: 0004
 Revises: 0003

@@ -1,4 +1,4 @@
-"""Tables for API tokens, tenants and the audit log (issue 8).
+"""Tables for API tokens, tenants and the audit log.
 
 Revision ID: 0005
 Revises: 0004

@@ -1,4 +1,4 @@
-"""Tables for spend limits (issue 8).
+"""Tables for spend limits.
 
 Revision ID: 0006
 Revises: 0005

@@ -1,4 +1,4 @@
-"""A join token carries the price of the user-owned host it registers (issue 9, bring your own nodes).
+"""A join token carries the price of the user-owned host it registers (bring your own nodes).
 
 Revision ID: 0008
 Revises: 0007

@@ -1,4 +1,4 @@
-"""RunPod's request options and streams (issue 17): a request's webhook and its delivery, its own execution
+"""RunPod's request options and streams: a request's webhook and its delivery, its own execution
 timeout and time to live; the chunks a streaming handler yields.
 
 Revision ID: 0009
