@@ -80,7 +80,7 @@ def test_status_prints_counts_with_totals_and_json(live: Live) -> None:
         assert header in out
     assert table_row(out, "RUNNING") == ["RUNNING", "1"] and table_row(out, "PENDING") == ["PENDING", "1"]
     assert table_row(out, "FAILED") == ["FAILED", "0"]  # every state, 0 included
-    assert table_row(out, "suspect")[2] == "-"  # not a slice state: missing, not 0
+    assert table_row(out, "suspect") == ["suspect", "0", "0"]  # nodes and slices both count it
     assert "GPUs on READY nodes: 5 of 8 allocated, 3 idle" in out
     data = as_json(live, "status")
     assert data["jobs_total"] == 2 and data["health"]["role"] == "leader"

@@ -221,6 +221,8 @@ class SlicesOut(BaseModel):
     ready: int = 0
     failed: int = 0
     terminated: int = 0
+    suspect: int = 0  # agent-backed slices whose agent missed its heartbeat lease
+    lost: int = 0  # agent-backed slices declared lost (their jobs are requeued)
 
 
 class GroupStatusOut(BaseModel):
