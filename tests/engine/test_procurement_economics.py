@@ -127,17 +127,3 @@ def test_a_bad_market_time_scale_is_refused_with_the_provider() -> None:
     with pytest.raises(ConfigError) as err:
         ControllerConfig.from_dict({"market_time_scales": {"sfcompute": 0}})
     assert err.value.field == "market_time_scales.sfcompute"
-
-
-def test_jobs_waiting_for_capacity_on_its_way_do_not_make_a_larger_node_look_shared() -> None:
-    # Two 2-GPU shapes of the same GPU: a 2-GPU pod at $0.50/GPU-h and a 4-GPU one at $0.45. Job a buys
-    # the 2-GPU pod (alone, the 4-GPU one costs it $1.80/h). Job b arrives while a's pod is on its way:
-    # a will run there, so b is alone too and buys another 2-GPU pod, not a 4-GPU node priced as if a
-    # shared it ($0.90 each).
-    two = Offer(AWS, "2x", "us-east-1", Decimal("1.00"), "A100", 2, 80, vcpu=32, memory_gb=256)
-    four = Offer(AWS, "4x", "us-east-1", Decimal("1.80"), "A100", 4, 80, vcpu=64, memory_gb=512)
-    c = Controller(ControllerConfig(flex_batch_wait_s=0))
-    [first] = buys(c.step(at(0), [market(two, four, book=None), *submit(spec("a", 2, vram=40))]))
-    assert first.request.instance_type == "2x" and first.for_jobs == ("a",)
-    [second] = buys(c.step(at(1), submit(spec("b", 2, vram=40))))
-    assert second.request.instance_type == "2x" and second.for_jobs == ("b",)

@@ -6,10 +6,6 @@ cost it (``domain.contracts.expected_job_cost``: a FLEX job's duration scales wi
 a long job that does not checkpoint loses its work at every interruption), and keeps those within
 ``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over with their reason.
 Node headroom and in-flight slices are looked up once per pass.
-
-The alike jobs a purchase is shared by are those of the job's shape still waiting for capacity: jobs of
-the shape already waiting for a purchase on its way (its slices not READY yet) will run there, not on the
-node priced now, so they do not make a larger node look shared (``buying_for``).
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ class HostCosts:
         self.now = now
         self._headrooms: dict[str, int] = {}
         self._flying: set[str] | None = None
-        self._waiting: dict[tuple[object, ...], int] | None = None
 
     def cheapest(
         self, job: Job, where: Eligibility, alike: int, checkpoint_s: float | None = None
@@ -53,7 +48,6 @@ class HostCosts:
         ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework."""
         if len(where.views) < 2:
             return where
-        alike = self.buying_for(job, alike)
         priced: dict[str, Decimal] = {}
         detail: dict[str, JobCost] = {}
         for view in where.views:
@@ -120,32 +114,6 @@ class HostCosts:
         views = tuple(v for v in where.views if v in band or v not in priced)
         return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
 
-    def buying_for(self, job: Job, alike: int) -> int:
-        """Of ``alike`` pending jobs of ``job``'s shape, how many a new purchase would hold: those not
-        already waiting for a purchase whose capacity is on its way (at least the job itself)."""
-        if alike <= 1:
-            return max(1, alike)
-        if self._waiting is None:
-            on_way = {
-                sl.order_key
-                for sid in self.state.live_slice_ids
-                if (sl := self.state.slices[sid]).state is not NodeState.READY and sl.order_key
-            }
-            self._waiting = {}
-            for key in on_way:
-                order = self.state.orders.get(key)
-                if order is None:
-                    continue
-                for job_id in dict.fromkeys((*order.for_jobs, *order.serves)):
-                    rec = self.state.jobs.get(job_id)
-                    if rec is None or rec.job is None or rec.order_key != key:
-                        continue
-                    if job_id not in self.state.pending_ids:
-                        continue
-                    shape = _shape(rec.job)
-                    self._waiting[shape] = self._waiting.get(shape, 0) + 1
-        return max(1, alike - self._waiting.get(_shape(job), 0))
-
     def _headroom(self, rec: GroupRecord) -> int:
         found = self._headrooms.get(rec.name)
         if found is None:
@@ -160,9 +128,3 @@ class HostCosts:
                 if self.state.slices[sid].state is not NodeState.READY
             }
         return group in self._flying
-
-
-def _shape(job: Job) -> tuple[object, ...]:
-    """Jobs alike for the cost band: the same eligible groups and the same cost on each."""
-    return (job.tier, job.gpu_count, job.vram_per_gpu_gb, job.cpu_cores, job.ram_gb, job.gpu_models,
-            job.cuda_versions, job.share_gpu)  # fmt: skip
