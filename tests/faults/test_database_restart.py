@@ -72,6 +72,6 @@ def test_a_database_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
             assert plane.is_leader
         finally:
             plane.stop()
-        result = audit(pg.url, settings.controller)
+        result = audit(pg.url, plane.settings.controller)  # the config the controller steps with
         assert result.states() == {"SUCCEEDED": len(ids)}
         assert all(n == 1 for n in result.market_orders.values())

@@ -72,7 +72,8 @@ def test_kill_9_during_purchases_keeps_the_ledger_and_the_limit(db_url: str, tmp
                     time.sleep(rng.uniform(0.05, 0.2))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
-                audit(db_url, settings.controller, settled=False)
+                # replayed with the config the controller steps with (the market's clock included)
+                audit(db_url, client.settings.controller, settled=False)
                 check_ledger(db_url)
             proc = spawn(config, db_url, tmp_path, log)
             try:
@@ -88,6 +89,6 @@ def test_kill_9_during_purchases_keeps_the_ledger_and_the_limit(db_url: str, tmp
             client.stop()
     tail = (tmp_path / "controller.log").read_text(errors="replace")[-3000:]
     assert not waiting, f"{len(waiting)} jobs never finished:\n{tail}"
-    result = audit(db_url, settings.controller)
+    result = audit(db_url, client.settings.controller)
     assert result.states() == {"SUCCEEDED": len(submitted)}
     assert check_ledger(db_url) >= 2

@@ -129,6 +129,17 @@ class Audit:
         return Counter(r.state.value for r in self.controller.state.jobs.values() if r.state is not None)
 
 
+def stepping_config(settings: Settings) -> ControllerConfig:
+    """The controller config a control plane opened on ``settings`` steps with (the built-in market's clock
+    applied to the providers it sells): what ``audit`` must replay with."""
+    plane = ControlPlane(settings)
+    plane.open()
+    try:
+        return plane.settings.controller
+    finally:
+        plane.stop()
+
+
 def audit(db_url: str, config: ControllerConfig, *, settled: bool = True) -> Audit:
     """Read everything back and check the invariants that must hold after any run, crashed or not.
 

@@ -110,7 +110,8 @@ def test_kill_9_at_random_points_loses_nothing_and_buys_nothing_twice(db_url: st
                     time.sleep(rng.uniform(0.05, 0.25))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
-                audit(db_url, settings.controller, settled=False)
+                # replayed with the config the controller steps with (the market's clock included)
+                audit(db_url, client.settings.controller, settled=False)
 
             drain_started = time.monotonic()
             proc = spawn(config, db_url, tmp_path, log)
@@ -133,7 +134,7 @@ def test_kill_9_at_random_points_loses_nothing_and_buys_nothing_twice(db_url: st
     tail = log_path.read_text(errors="replace")[-3000:]
     assert not waiting, f"{len(waiting)} jobs never finished; controller log:\n{tail}"
     assert proc.returncode == 0, tail
-    result = audit(db_url, settings.controller)
+    result = audit(db_url, client.settings.controller)
     assert sorted(result.submitted) == sorted(submitted) and len(submitted) >= ROUNDS * 3
     assert result.states() == {"SUCCEEDED": len(submitted)}, tail
     assert "Traceback" not in tail, tail

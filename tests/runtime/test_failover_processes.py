@@ -98,7 +98,7 @@ def test_kill_the_leader_process_and_the_standby_takes_over(pg_url: str, tmp_pat
             log.close()
         client.stop()
         store.close()
-    result = audit(pg_url, settings.controller)
+    result = audit(pg_url, client.settings.controller)  # the config the controller steps with
     assert result.states() == {"SUCCEEDED": len(ids)}
     with Store.open(pg_url) as s, s.read() as tx:
         epochs = {row[0] for row in tx.conn.exec_driver_sql("SELECT DISTINCT epoch FROM batches")}

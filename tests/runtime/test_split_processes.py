@@ -22,7 +22,7 @@ import pytest
 from scalar.runtime import load_settings
 from scalar.store import Store
 from tests.conftest import REPO
-from tests.runtime.helpers import audit
+from tests.runtime.helpers import audit, stepping_config
 
 CONFIG = """
 [market]
@@ -139,7 +139,7 @@ def test_replica_accepts_controllers_place_and_fail_over(
         for log in logs:
             log.close()
         store.close()
-    result = audit(url, settings.controller)
+    result = audit(url, stepping_config(settings))
     assert result.states() == {"SUCCEEDED": len(ids)}
     with Store.open(url) as s, s.read() as tx:
         epochs = {row[0] for row in tx.conn.exec_driver_sql("SELECT DISTINCT epoch FROM batches")}
