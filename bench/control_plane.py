@@ -24,20 +24,19 @@ import hashlib
 import json
 import os
 import random
-import secrets
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.pgdb import fresh_database
 from bench.report import replace_section
 from scalar.domain.market import BlockGrant, CapacityRequest, NodeEvent, NodeState, Order, OrderState
 from scalar.domain.offers import Offer
@@ -222,25 +221,6 @@ def _events(plane: ControlPlane) -> int:
         return tx.last_seq()
 
 
-def _pg_database() -> tuple[str, Callable[[], None]]:
-    import psycopg
-    from psycopg import sql
-    from sqlalchemy import make_url
-
-    admin = make_url(PG_ADMIN)
-    name = f"scalar_bench_{os.getpid()}_{secrets.token_hex(4)}"
-    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-    def drop() -> None:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-    url = admin.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
-    return url, drop
-
-
 # ---- 3. idle CPU --------------------------------------------------------------------------------------
 
 
@@ -414,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
             f"sqlite:///{tmp}/bench.db", tmp, steps, batch
         )
         print("writes: PostgreSQL ...", flush=True)
-        url, drop = _pg_database()
+        url, drop = fresh_database(PG_ADMIN)
         try:
             writes["PostgreSQL (local)"] = write_rate(url, tmp, steps, batch)
         finally:

@@ -40,6 +40,7 @@ import httpx
 import uvicorn
 from sqlalchemy import func, select
 
+from bench.pgdb import fresh_database
 from bench.report import machine, replace_section
 from scalar.api.app import create_app
 from scalar.engine import Controller, event_from_dict
@@ -107,6 +108,46 @@ class _Server:
         self.sock.close()
 
 
+def _preload_with(
+    src: str, config: Path | None, data_dir: str, db_url: str, nodes: int, pending: int
+) -> None:
+    """``preload`` run by the checkout at ``src`` (its schema, its event codec), so its ``scalar up`` can
+    replay the log it finds: this checkout's events carry fields an older engine does not know."""
+    script = (
+        "import sys; from pathlib import Path; from bench.load import preload; "
+        "from scalar.runtime import load_settings; "
+        "c, d, u, n, p = sys.argv[1:]; "
+        "s = load_settings(Path(c) if c else None, {'data_dir': Path(d), 'database_url': u, "
+        "'time_scale': 600.0, 'tick_s': 0.2, 'market_seed': 7}, {}); "
+        "preload(s, int(n), int(p))"
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    subprocess.run(
+        [sys.executable, "-c", script, str(config or ""), data_dir, db_url, str(nodes), str(pending)],
+        env={**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{root}"},
+        check=True,
+    )
+
+
+def _downgrade_to(src: str, db_url: str) -> None:
+    """Take the database at ``db_url`` down to the newest migration the checkout at ``src`` ships (the
+    preload wrote it with this checkout's schema), with this checkout's downgrade steps."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from scalar.store.migrate import alembic_config, current_revision
+
+    theirs = Config()
+    theirs.set_main_option("script_location", str(Path(src) / "scalar" / "store" / "migrations"))
+    head = ScriptDirectory.from_config(theirs).get_current_head()
+    if head is None or current_revision(db_url) == head:
+        return
+    config = alembic_config()
+    config.set_main_option("sqlalchemy.url", db_url)
+    command.downgrade(config, head)
+
+
 class _Up:
     """``scalar up --api-workers N`` as its own process (the controller and the built-in market in it, the API
     in N worker processes, or in it too with N = 0), as a user runs it; the load client stays in this
@@ -137,6 +178,8 @@ class _Up:
         self.proc: Any = None
 
     def __enter__(self) -> str:
+        if "PYTHONPATH" in self.env:  # an older checkout: its schema, so its `scalar up` opens the database
+            _downgrade_to(self.env["PYTHONPATH"], self.env["SCALAR_DATABASE_URL"])
         with self.store.read() as tx:
             before = tx.last_seq()
         with self.log.open("wb") as out:
@@ -348,9 +391,15 @@ def preload(settings: Any, nodes: int, pending: int) -> None:
                 story_from = len(controller.state.story)
                 actions = controller.step(at, [event_from_dict(e.payload) for e in appended.new_events])
                 started += [a for a in actions if isinstance(a, Start)]
-                plan = projector.plan(controller, at, story_from=story_from)
-                plan.apply(tx, appended.batch_id)
-            plan.committed()
+                if hasattr(projector, "plan"):
+                    plan = projector.plan(controller, at, story_from=story_from)
+                    plan.apply(tx, appended.batch_id)
+                    committed = plan.committed
+                else:  # an older checkout's projector (``--baseline-src``) writes in one call
+                    committed = projector.write(
+                        tx, controller, at, story_from=story_from, batch_id=appended.batch_id
+                    )
+            committed()
     finally:
         store.close()
 
@@ -368,7 +417,31 @@ def run(
     pending: int = 0,
 ) -> tuple[Results, list[str]]:
     """One run: the control plane and its API in this process (``api_workers=None``), or ``scalar up
-    --api-workers N`` as a process of its own; ``nodes``/``pending`` preload the state."""
+    --api-workers N`` as a process of its own; ``nodes``/``pending`` preload the state. A PostgreSQL
+    ``database_url`` names the server: each run gets a fresh database on it, dropped afterwards."""
+    drop = None
+    if database_url is not None and database_url.startswith("postgresql"):
+        database_url, drop = fresh_database(database_url, "scalar_load")
+    try:
+        return _run(
+            clients, requests, seconds, database_url, routing_memo, api_workers, baseline_src, nodes, pending
+        )
+    finally:
+        if drop is not None:
+            drop()
+
+
+def _run(
+    clients: int,
+    requests: int,
+    seconds: float,
+    database_url: str | None,
+    routing_memo: bool,
+    api_workers: int | None,
+    baseline_src: str | None,
+    nodes: int,
+    pending: int,
+) -> tuple[Results, list[str]]:
     with tempfile.TemporaryDirectory(prefix="scalar-load-") as tmp:
         db_url = database_url or f"sqlite:///{tmp}/scalar.db"
         config: Path | None = None
@@ -387,7 +460,9 @@ def run(
             {},
         )
         settings = replace(settings, controller=replace(settings.controller, routing_memo=routing_memo))
-        if nodes or pending:
+        if (nodes or pending) and baseline_src is not None:
+            _preload_with(baseline_src, config, tmp, db_url, nodes, pending)
+        elif nodes or pending:
             preload(settings, nodes, pending)
         plane = ControlPlane(settings)
         in_process = api_workers is None and baseline_src is None
