@@ -15,6 +15,7 @@ import httpx
 from scalar.api.app import create_app
 from scalar.api.ports import ControlPlanePort
 from scalar.runtime import ControlPlane, load_settings
+from scalar.wire.orderbook import OrderbookResponse
 from tests.api.live_server import serve
 
 # The built-in market 600x faster: boots take about a second; the leader steps 5 times a second.
@@ -133,7 +134,7 @@ class JobsOnly:
     ) -> list[dict[str, Any]]:
         return self._cp.list_jobs(state, limit, offset, newest_first=newest_first, after=after)
 
-    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse:
         return self._cp.orderbook(instance_type, node_count, gpus_per_node)
 
     def health(self) -> dict[str, Any]:

@@ -136,8 +136,8 @@ def test_a_restarted_plane_resumes_the_same_state(db_url: str, tmp_path: Path, c
 
 def test_orderbook_and_health(plane: ControlPlane) -> None:
     book = plane.orderbook("8xH100", 2)
-    assert book["instance_type"] == "8xH100" and book["fill"]["required_gpus"] == 16
-    assert book["optimal_price"] > 0
+    assert book.instance_type == "8xH100" and book.fill is not None and book.fill.required_gpus == 16
+    assert book.optimal_price is not None and book.optimal_price > 0
     with pytest.raises(KeyError):
         plane.orderbook("9xNOPE", 1)
     health = plane.health()

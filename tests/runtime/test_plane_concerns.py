@@ -69,8 +69,8 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
 def test_market_reads_the_built_in_market_of_the_core(core: PlaneCore) -> None:
     market = MarketService(core)
     offers = market.prices(gpu_model="V100")
-    assert offers and {o["gpu_model"] for o in offers} == {"V100"}
-    prices = [o["price_per_gpu_hour"] for o in offers]
+    assert offers and {o.gpu_model for o in offers} == {"V100"}
+    prices = [o.price_per_gpu_hour for o in offers]
     assert prices == sorted(prices)
     assert {p.name for p in market.provider_status()} >= {"sfcompute", "prime"}
     with pytest.raises(KeyError):

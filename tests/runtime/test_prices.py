@@ -175,12 +175,12 @@ def test_history_rows_are_written_for_every_fetch(control_plane: ControlPlane) -
 
 def test_prices_combine_builtin_and_live_offers_with_source_and_filters(control_plane: ControlPlane) -> None:
     rows = control_plane.prices()
-    assert {r["source"] for r in rows} == {"builtin", "live"}
-    per_gpu = [r["price_per_gpu_hour"] for r in rows if r["price_per_gpu_hour"] is not None]
+    assert {r.source for r in rows} == {"builtin", "live"}
+    per_gpu = [r.price_per_gpu_hour for r in rows if r.price_per_gpu_hour is not None]
     assert per_gpu == sorted(per_gpu)
     live_a100 = control_plane.prices(gpu_model="a100-80gb", source="live", spot=True)
-    assert live_a100 and all(r["gpu_model"] == "A100-80GB" and r["spot"] for r in live_a100)
-    assert {r["provider"] for r in control_plane.prices(provider="RunPod")} == {"runpod"}
+    assert live_a100 and all(r.gpu_model == "A100-80GB" and r.spot for r in live_a100)
+    assert {r.provider for r in control_plane.prices(provider="RunPod")} == {"runpod"}
     with pytest.raises(ValueError, match="sort by one of"):
         control_plane.prices(sort="colour")
 
@@ -188,11 +188,9 @@ def test_prices_combine_builtin_and_live_offers_with_source_and_filters(control_
 def test_quote_picks_the_cheapest_live_offer_and_tags_it(control_plane: ControlPlane) -> None:
     req = WorkloadRequirements(gpu_count=1, gpu_type="A100-80GB", max_interruption_rate=1.0)
     decision = control_plane.quote(req)
-    candidates = [
-        r for r in control_plane.prices(gpu_model="A100-80GB") if r["gpu_count"] >= 1 and r["vcpu"] >= 0
-    ]
+    candidates = [r for r in control_plane.prices(gpu_model="A100-80GB") if r.gpu_count >= 1 and r.vcpu >= 0]
     assert decision["source"] in {"builtin", "live"} and decision["stale"] is False
-    assert decision["pricePerGpuHour"] <= max(r["price_per_gpu_hour"] for r in candidates)
+    assert decision["pricePerGpuHour"] <= max(r.price_per_gpu_hour for r in candidates)
     assert all(a["source"] in {"builtin", "live"} for a in decision["alternatives"])
     with pytest.raises(NoSuitableInstanceError):
         control_plane.quote(WorkloadRequirements(gpu_count=1, gpu_type="NOSUCHGPU"))
@@ -204,21 +202,21 @@ def test_market_aggregates_one_book_per_gpu_model(control_plane: ControlPlane) -
     # SFCompute's live books (the replay serves the depth sample, 4 + 16 nodes, for 8xH100 and 8xH200) stand
     # in for its best-ask offers.
     sfcompute_book_gpus = {"H100": 160.0, "H200": 160.0}
-    for book in market["gpu_models"]:
+    for book in market.gpu_models:
         mine = [
             r
             for r in rows
-            if r["gpu_model"] == book["gpu_model"] and r["price_per_gpu_hour"] is not None and r["trusted"]
+            if r.gpu_model == book.gpu_model and r.price_per_gpu_hour is not None and r.trusted
         ]
-        deep = book["gpu_model"] in sfcompute_book_gpus
-        offered = [r for r in mine if not (deep and r["provider"] == "sfcompute")]
-        prices = [lv["price_per_gpu_hour"] for lv in book["levels"]]
-        assert prices == sorted(prices) and book["best_price_per_gpu_hour"] == prices[0]
-        expected = sum(r["gpu_count"] for r in offered) + sfcompute_book_gpus.get(book["gpu_model"], 0.0)
-        assert book["total_gpus"] == pytest.approx(expected)
-        assert set(book["providers"]) == {r["provider"] for r in mine}
-    a100 = control_plane.market_view(gpu_model="A100-80GB")["gpu_models"]
-    assert [b["gpu_model"] for b in a100] == ["A100-80GB"]
+        deep = book.gpu_model in sfcompute_book_gpus
+        offered = [r for r in mine if not (deep and r.provider == "sfcompute")]
+        prices = [lv.price_per_gpu_hour for lv in book.levels]
+        assert prices == sorted(prices) and book.best_price_per_gpu_hour == prices[0]
+        expected = sum(r.gpu_count for r in offered) + sfcompute_book_gpus.get(book.gpu_model, 0.0)
+        assert book.total_gpus == pytest.approx(expected)
+        assert set(book.providers) == {r.provider for r in mine}
+    a100 = control_plane.market_view(gpu_model="A100-80GB").gpu_models
+    assert [b.gpu_model for b in a100] == ["A100-80GB"]
 
 
 # ---- all six providers end to end: real sockets, the server collecting, the CLI reading through the API --
@@ -349,37 +347,39 @@ def test_orderbook_analyzes_sfcompute_live_book_by_scalar_name_or_ticker(
     assert control_plane.sellers is not None and control_plane.sellers.sells("sfcompute") == "live"
     book = control_plane.orderbook("8xH100", 2)
     # The depth sample: asks 4 nodes at $15.20/node-h and 16 at $16.00 -> $1.90 and $2.00 per GPU-hour.
-    assert [(a["price"], a["quantity_gpus"]) for a in book["asks"]][:2] == [
+    assert [(a.price, a.quantity_gpus) for a in book.asks][:2] == [
         (1.9, 32),
         (2.0, 128),
     ]
-    assert book["instance_type"] == "8xH100" and book["optimal_price"] == 1.9
+    assert book.instance_type == "8xH100" and book.optimal_price == 1.9
     depth = [r for r in server.requests if r.path == "/preview/v2/orderbook/depth"]
     assert depth and depth[-1].param("requirements") == "accelerator:H100"
     by_ticker = control_plane.orderbook("h100i", 2)
-    assert by_ticker["asks"] == book["asks"]
+    assert by_ticker.asks == book.asks
 
 
 def test_market_shows_sfcompute_book_levels_instead_of_its_best_ask(control_plane: ControlPlane) -> None:
-    (h100,) = control_plane.market_view(gpu_model="H100")["gpu_models"]
-    sfc = {lv["price_per_gpu_hour"]: lv for lv in h100["levels"] if "sfcompute" in lv["providers"]}
+    (h100,) = control_plane.market_view(gpu_model="H100").gpu_models
+    sfc = {lv.price_per_gpu_hour: lv for lv in h100.levels if "sfcompute" in lv.providers}
     others = [
         r
         for r in control_plane.prices(gpu_model="H100")
-        if r["provider"] != "sfcompute" and r["trusted"] and r["price_per_gpu_hour"] in (1.9, 2.0)
+        if r.provider != "sfcompute" and r.trusted and r.price_per_gpu_hour in (1.9, 2.0)
     ]
     # Depth levels: 4 nodes (32 GPUs) at $1.90 and 16 nodes (128 GPUs) at $2.00, plus any other offer there.
     for price, gpus in ((1.9, 32), (2.0, 128)):
-        expected = gpus + sum(r["gpu_count"] for r in others if r["price_per_gpu_hour"] == price)
-        assert sfc[price]["quantity_gpus"] == expected
+        expected = gpus + sum(r.gpu_count for r in others if r.price_per_gpu_hour == price)
+        assert sfc[price].quantity_gpus == expected
     assert set(sfc) == {1.9, 2.0}
 
 
 def test_live_prices_carry_the_catalog_anomaly_flags(control_plane: ControlPlane) -> None:
     rows = control_plane.prices(source="live")
-    flagged = [r for r in rows if r["flags"]]
-    assert all(r["source"] == "live" and {"code", "action", "message"} <= set(r["flags"][0]) for r in flagged)
-    untrusted = {(r["provider"], r["instance_type"], r["spot"]) for r in rows if not r["trusted"]}
+    flagged = [r for r in rows if r.flags]
+    assert all(
+        r.source == "live" and {"code", "action", "message"} <= set(r.flags[0].model_dump()) for r in flagged
+    )
+    untrusted = {(r.provider, r.instance_type, r.spot) for r in rows if not r.trusted}
     statuses = {s.name: s for s in control_plane.provider_status()}
     assert sum(s.untrusted_count for s in statuses.values()) == len(untrusted)
     decision = control_plane.quote(WorkloadRequirements(gpu_count=1, max_interruption_rate=1.0))

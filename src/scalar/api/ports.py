@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from scalar.wire.orderbook import OrderbookResponse
+
 
 class ControlPlanePort(Protocol):
     def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -27,6 +29,6 @@ class ControlPlanePort(Protocol):
         after: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
-    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]: ...
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse: ...
 
     def health(self) -> dict[str, Any]: ...

@@ -121,6 +121,6 @@ def market_router(control_plane: ControlPlanePort) -> APIRouter:
                     )
                 ],
             ) from None
-        return OrderbookResponse.model_validate(raw)
+        return raw
 
     return router

@@ -14,6 +14,7 @@ from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.domain.arbitrage import NoSuitableInstanceError, WorkloadRequirements
 from scalar.domain.errors import InvalidSpecError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
+from scalar.wire.market import MarketOut, OfferRowOut, PricesOut
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
 from scalar.wire.quote import RequirementsFile
 
@@ -31,13 +32,13 @@ class PricesPort(Protocol):
         sort: str = "price_per_gpu_hour",
         descending: bool = False,
         source: str | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[OfferRowOut]: ...
 
     def provider_status(self) -> list[ProviderStatusOut]: ...
 
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]: ...
 
-    def market_view(self, gpu_model: str | None = None) -> dict[str, Any]: ...
+    def market_view(self, gpu_model: str | None = None) -> MarketOut: ...
 
 
 def no_match_problem(exc: NoSuitableInstanceError) -> ApiProblem:
@@ -73,7 +74,11 @@ def no_match_problem(exc: NoSuitableInstanceError) -> ApiProblem:
 def prices_router(control_plane: PricesPort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["market"], dependencies=[USER])
 
-    @router.get("/prices", summary="Every offer, built-in and live, with $/GPU-hour and freshness")
+    @router.get(
+        "/prices",
+        response_model=PricesOut,
+        summary="Every offer, built-in and live, with $/GPU-hour and freshness",
+    )
     def prices(
         gpu_model: str | None = Query(None, max_length=64, description='canonical GPU model, e.g. "H100"'),
         provider: str | None = Query(None, max_length=64, description='e.g. "runpod"'),
@@ -81,11 +86,11 @@ def prices_router(control_plane: PricesPort) -> APIRouter:
         source: Literal["builtin", "live"] | None = Query(None, description="builtin or live offers only"),
         sort: SortKey = Query("price_per_gpu_hour", description="sort key (ascending)"),
         descending: bool = Query(False, description="sort descending"),
-    ) -> dict[str, Any]:
+    ) -> PricesOut:
         """Offers as ``{"offers": [...]}``: each with ``source`` (builtin|live), ``fetched_at``, ``age_s``,
         ``stale``. Offers without GPUs sort last by $/GPU-hour."""
         rows = control_plane.prices(gpu_model, provider, spot, sort, descending, source)
-        return {"count": len(rows), "offers": rows}
+        return PricesOut(count=len(rows), offers=rows)
 
     @router.get(
         "/providers",
@@ -120,10 +125,10 @@ def prices_router(control_plane: PricesPort) -> APIRouter:
                 [FieldProblem(field=exc.field, problem=exc.problem, fix=exc.hint or "fix this field")],
             ) from None
 
-    @router.get("/market", summary="One ask book per GPU model across providers")
+    @router.get("/market", response_model=MarketOut, summary="One ask book per GPU model across providers")
     def market(
         gpu_model: str | None = Query(None, max_length=64, description='only this GPU model, e.g. "H100"'),
-    ) -> dict[str, Any]:
+    ) -> MarketOut:
         """``{"gpu_models": [{gpu_model, best_price_per_gpu_hour, total_gpus, providers, levels}]}``; a level
         is a $/GPU-hour price with the GPUs offered there (one instance per offer) and who offers them."""
         return control_plane.market_view(gpu_model)

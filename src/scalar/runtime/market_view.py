@@ -23,6 +23,7 @@ from scalar.domain.offers import Offer
 from scalar.providers.base import Book
 from scalar.providers.catalog import CatalogAnomaly
 from scalar.runtime.prices import LiveOffer
+from scalar.wire.market import GpuMarketOut, MarketLevelOut, MarketOut, OfferFlagOut, OfferRowOut
 from scalar.wire.quote import decision_to_json
 
 BUILTIN, LIVE = "builtin", "live"
@@ -58,30 +59,30 @@ def _number(value: Decimal | None) -> float | int | None:
     return None if value is None else to_json_number(round_micros(value))
 
 
-def offer_row(item: SourcedOffer) -> dict[str, Any]:
+def offer_row(item: SourcedOffer) -> OfferRowOut:
     o = item.offer
-    return {
-        "provider": o.provider,
-        "source": item.source,
-        "region": o.region,
-        "availability_zone": o.availability_zone,
-        "instance_type": o.instance_type,
-        "gpu_model": o.gpu_model,
-        "gpu_count": o.gpu_count,
-        "gpu_memory_gb": o.gpu_memory_gb,
-        "vcpu": o.vcpu,
-        "memory_gb": o.memory_gb,
-        "price_per_hour": _number(o.price_per_hour),
-        "price_per_gpu_hour": _number(o.price_per_gpu_hour),
-        "spot": o.spot,
-        "interruption_rate": o.interruption_rate,
-        "observed_at": None if o.observed_at is None else o.observed_at.isoformat(),
-        "fetched_at": item.fetched_at.isoformat(),
-        "age_s": round(item.age_s, 3),
-        "stale": item.stale,
-        "trusted": item.trusted,
-        "flags": [{"code": a.code, "action": a.action, "message": a.message} for a in item.flags],
-    }
+    return OfferRowOut(
+        provider=o.provider,
+        source=item.source,
+        region=o.region,
+        availability_zone=o.availability_zone,
+        instance_type=o.instance_type,
+        gpu_model=o.gpu_model,
+        gpu_count=o.gpu_count,
+        gpu_memory_gb=o.gpu_memory_gb,
+        vcpu=o.vcpu,
+        memory_gb=o.memory_gb,
+        price_per_hour=_number(o.price_per_hour),
+        price_per_gpu_hour=_number(o.price_per_gpu_hour),
+        spot=o.spot,
+        interruption_rate=o.interruption_rate,
+        observed_at=None if o.observed_at is None else o.observed_at.isoformat(),
+        fetched_at=item.fetched_at.isoformat(),
+        age_s=round(item.age_s, 3),
+        stale=item.stale,
+        trusted=item.trusted,
+        flags=[OfferFlagOut(code=a.code, action=a.action, message=a.message) for a in item.flags],
+    )
 
 
 def select_offers(
@@ -157,7 +158,7 @@ class LiveBook:
     book: Book
 
 
-def aggregate_market(items: Iterable[SourcedOffer], books: Sequence[LiveBook] = ()) -> dict[str, Any]:
+def aggregate_market(items: Iterable[SourcedOffer], books: Sequence[LiveBook] = ()) -> MarketOut:
     """One ask book per GPU model across providers: levels by $/GPU-hour (cheapest first), each with the GPUs
     offered at that price (one instance per offer, or a live orderbook's ask quantity), the providers and
     how many offers."""
@@ -194,30 +195,29 @@ def aggregate_market(items: Iterable[SourcedOffer], books: Sequence[LiveBook] = 
                 )
     models = []
     for model in sorted(books_by_model):
-        levels = []
+        levels: list[MarketLevelOut] = []
         cumulative = 0.0
         for price in sorted(books_by_model[model]):
             level = books_by_model[model][price]
             cumulative += level["quantity_gpus"]
             levels.append(
-                {
-                    "price_per_gpu_hour": to_json_number(price),
-                    "quantity_gpus": level["quantity_gpus"],
-                    "cumulative_gpus": cumulative,
-                    "providers": sorted(level["providers"]),
-                    "sources": sorted(level["sources"]),
-                    "offers": level["offers"],
-                    "stale_offers": level["stale"],
-                }
+                MarketLevelOut(
+                    price_per_gpu_hour=to_json_number(price),
+                    quantity_gpus=level["quantity_gpus"],
+                    cumulative_gpus=cumulative,
+                    providers=sorted(level["providers"]),
+                    sources=sorted(level["sources"]),
+                    offers=level["offers"],
+                    stale_offers=level["stale"],
+                )
             )
-        providers = sorted({p for lv in levels for p in lv["providers"]})
         models.append(
-            {
-                "gpu_model": model,
-                "best_price_per_gpu_hour": levels[0]["price_per_gpu_hour"],
-                "total_gpus": cumulative,
-                "providers": providers,
-                "levels": levels,
-            }
+            GpuMarketOut(
+                gpu_model=model,
+                best_price_per_gpu_hour=levels[0].price_per_gpu_hour,
+                total_gpus=cumulative,
+                providers=sorted({p for lv in levels for p in lv.providers}),
+                levels=levels,
+            )
         )
-    return {"gpu_models": models}
+    return MarketOut(gpu_models=models)

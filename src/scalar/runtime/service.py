@@ -46,6 +46,8 @@ from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.market import MarketOut, OfferRowOut
+from scalar.wire.orderbook import OrderbookResponse
 from scalar.wire.providers import ProviderStatusOut
 from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 
@@ -299,7 +301,7 @@ class ControlPlane:
 
     # ---- the market (plane/market.py) ----------------------------------------------------------------
 
-    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse:
         return self.market_service.orderbook(instance_type, node_count, gpus_per_node)
 
     def prices(
@@ -310,7 +312,7 @@ class ControlPlane:
         sort: str = "price_per_gpu_hour",
         descending: bool = False,
         source: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[OfferRowOut]:
         return self.market_service.prices(gpu_model, provider, spot, sort, descending, source)
 
     def provider_status(self) -> list[ProviderStatusOut]:
@@ -319,5 +321,5 @@ class ControlPlane:
     def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
         return self.market_service.quote(requirements, scorer)
 
-    def market_view(self, gpu_model: str | None = None) -> dict[str, Any]:
+    def market_view(self, gpu_model: str | None = None) -> MarketOut:
         return self.market_service.market_view(gpu_model)

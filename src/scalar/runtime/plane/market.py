@@ -24,7 +24,8 @@ from scalar.runtime.market_view import (
     sourced,
 )
 from scalar.runtime.plane.core import PlaneCore
-from scalar.wire.orderbook import build_orderbook_response
+from scalar.wire.market import MarketOut, OfferRowOut
+from scalar.wire.orderbook import OrderbookResponse, build_orderbook_response
 from scalar.wire.providers import ProviderStatusOut
 
 log = logging.getLogger("scalar.runtime.service")  # the logger these calls have always used
@@ -36,7 +37,7 @@ class MarketService:
     def __init__(self, core: PlaneCore) -> None:
         self._core = core
 
-    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> dict[str, Any]:
+    def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse:
         """Seed 000's GET /orderbook response over the current book; ``KeyError`` for an unknown type."""
         self._core.opened()
         now = self._core.clock()
@@ -49,10 +50,9 @@ class MarketService:
             if book is None:
                 continue
             analysis = analyze_orderbook(book.asks, book.bids, node_count * gpus_per_node)
-            response = build_orderbook_response(
+            return build_orderbook_response(
                 analysis, instance_type, node_count, gpus_per_node, book.observed_at
             )
-            return response.model_dump(mode="json")
         raise KeyError(instance_type)
 
     def _all_offers(self) -> list[SourcedOffer]:
@@ -76,7 +76,7 @@ class MarketService:
         sort: str = "price_per_gpu_hour",
         descending: bool = False,
         source: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[OfferRowOut]:
         """Every offer (built-in and live), filtered and sorted; ``ValueError`` for an unknown sort key."""
         kept = select_offers(
             self._all_offers(), gpu_model=gpu_model, provider=provider, spot=spot, source=source
@@ -94,7 +94,7 @@ class MarketService:
         decision = find_optimal_placement(requirements, [i.offer for i in items], scorer=scorer)
         return quote_json(decision, items)
 
-    def market_view(self, gpu_model: str | None = None) -> dict[str, Any]:
+    def market_view(self, gpu_model: str | None = None) -> MarketOut:
         """One ask book per GPU model across providers (built-in and live)."""
         items = select_offers(self._all_offers(), gpu_model=gpu_model)
         live = [lo for lo in self._core.live_prices().offers() if lo.offer in {i.offer for i in items}]
