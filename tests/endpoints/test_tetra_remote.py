@@ -145,8 +145,8 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         ).json()
         assert changed["data"]["saveTemplate"]["env"] == [{"key": "B", "value": "2"}], changed
         stored = c.plane.endpoints.get(eid)
-        assert stored is not None and stored["spec"]["env"] == {"B": "2"}
-        assert stored["spec"]["containerDiskInGb"] == 30
+        assert stored is not None and stored.spec["env"] == {"B": "2"}
+        assert stored.spec["containerDiskInGb"] == 30
 
         # an operation Scalar does not serve is named; bad input names its field; never a 500
         flash_apps = gql("team-a", "query { myself { flashApps { id } } }").json()

@@ -178,8 +178,13 @@ def agent_router(
                 )
             except AgentWorkerError as err:
                 raise _problem(err, "token") from None
-            if found or time.monotonic() >= deadline or await request.is_disconnected():
-                return NextReply.model_validate(found)
+            if (
+                found.stop
+                or found.request is not None
+                or time.monotonic() >= deadline
+                or await request.is_disconnected()
+            ):
+                return found
             await asyncio.sleep(POLL_EVERY_S)
 
     @router.post(
