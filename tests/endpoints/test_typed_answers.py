@@ -1,5 +1,5 @@
-"""The serverless endpoints' answers are typed: the runtime builds each from its model
-(``wire/endpoints_api.py``) field by field. A model field the runtime
+"""The endpoint, token and agent answers are typed: the runtime builds each from its model
+(``wire/endpoints_api.py``, ``wire/auth.py``, ``wire/agent.py``) field by field. A model field the runtime
 left unfilled (a new field, or a misspelt keyword, which pydantic drops) would go out as its default on
 every surface, so every field must be one the runtime set, nested models included; the few RunPod leaves
 out until they are known are named. Over HTTP the answers keep their keys in the model's order, and a
@@ -8,6 +8,7 @@ webhook keeps the body it has always had."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from scalar.runtime import ControlPlane
 from scalar.runtime.endpoints.records import WEBHOOK_KEYS, webhook_body
+from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.endpoints_api import EndpointOut, RequestStatusOut, StreamOut, WorkerOut
 from tests.endpoints.harness import drive_until, endpoint_api, spec
 from tests.runtime.helpers import Clock
@@ -78,6 +80,28 @@ def test_every_field_of_the_endpoint_answers_is_filled_by_the_runtime(
     assert lines and all(assert_filled(line) == 1 for line in lines)
     assert assert_filled(svc.purge_queue(eid)) == 1
     assert assert_filled(svc.delete(eid)) >= 6
+
+
+def test_every_field_of_the_token_and_agent_answers_is_filled_by_the_runtime(
+    served: tuple[httpx.Client, ControlPlane, Clock],
+) -> None:
+    _, plane, _ = served
+    made = plane.create_token("team-a", "user", "ci")
+    assert assert_filled(made) == 1 and plane.authenticate(made.token) is not None
+    assert all(assert_filled(t) == 1 for t in plane.list_tokens())
+    assert assert_filled(plane.revoke_token(made.id)) == 1
+    entries = plane.audit()
+    assert [e.action for e in entries] == ["token.create", "token.revoke"]
+    assert all(assert_filled(e) == 1 for e in entries)
+    joining = plane.agents.create_join_token(
+        JoinTokenRequest(provider="byo", price_per_gpu_hour=Decimal("1.5"))
+    )
+    assert assert_filled(joining) == 1
+    job = plane.submit_job(
+        {"tier": "FAST", "gpu_count": 1, "expected_duration_sec": 600, "vram_per_gpu_gb": 10}
+    )
+    logs = plane.agents.job_logs(str(job["id"]), 0, None)
+    assert logs is not None and assert_filled(logs) == 1 and logs.data == "" and logs.attempt is None
 
 
 def _fields(model: type[BaseModel]) -> list[str]:
