@@ -16,9 +16,10 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from scalar import __version__
 from scalar.runtime import ControlPlane
 from scalar.runtime.endpoints.records import WEBHOOK_KEYS, webhook_body
-from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.agent import PROTOCOL, AgentOut, GpuFact, HostFacts, JoinTokenRequest, RegisterRequest
 from scalar.wire.endpoints_api import EndpointOut, RequestStatusOut, StreamOut, WorkerOut
 from tests.endpoints.harness import drive_until, endpoint_api, spec
 from tests.runtime.helpers import Clock
@@ -85,7 +86,7 @@ def test_every_field_of_the_endpoint_answers_is_filled_by_the_runtime(
 def test_every_field_of_the_token_and_agent_answers_is_filled_by_the_runtime(
     served: tuple[httpx.Client, ControlPlane, Clock],
 ) -> None:
-    _, plane, _ = served
+    client, plane, _ = served
     made = plane.create_token("team-a", "user", "ci")
     assert assert_filled(made) == 1 and plane.authenticate(made.token) is not None
     assert all(assert_filled(t) == 1 for t in plane.list_tokens())
@@ -97,6 +98,16 @@ def test_every_field_of_the_token_and_agent_answers_is_filled_by_the_runtime(
         JoinTokenRequest(provider="byo", price_per_gpu_hour=Decimal("1.5"))
     )
     assert assert_filled(joining) == 1
+    gpu = GpuFact(index=0, uuid="GPU-0", model="H100", memory_gb=80.0)
+    facts = HostFacts(hostname="host-1", gpus=[gpu], cpu_count=8, ram_gb=64.0, disk_gb=100.0)
+    joined = plane.agents.register(
+        RegisterRequest(join_token=joining.token, version=__version__, protocol=PROTOCOL, facts=facts)
+    )
+    [registered] = plane.agents.agents()
+    assert registered.node_id == joined.node_id and assert_filled(registered) == 1
+    assert list(client.get("/agents").json()["agents"][0]) == list(AgentOut.model_fields)
+    removing = plane.agents.remove_node(joined.node_id, force=False, actor="test")
+    assert removing.state == "removing" and assert_filled(removing) == 1
     job = plane.submit_job(
         {"tier": "FAST", "gpu_count": 1, "expected_duration_sec": 600, "vram_per_gpu_gb": 10}
     )

@@ -23,6 +23,7 @@ from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.agents import AgentError, AgentService
 from scalar.runtime.endpoints.agent_workers import AgentWorkerError, AgentWorkerService
 from scalar.wire.agent import (
+    AgentsOut,
     Heartbeat,
     HeartbeatReply,
     JobLogsOut,
@@ -237,9 +238,14 @@ def agent_router(
             raise _problem(err, "token") from None
         return ResultReply(accepted=not reason.startswith("ignored"), reason=reason)
 
-    @router.get("/agents", summary="Registered agents and their leases", dependencies=[USER])
+    @router.get(
+        "/agents",
+        response_model=AgentsOut,
+        summary="Registered agents and their leases",
+        dependencies=[USER],
+    )
     def list_agents() -> Any:
-        return {"agents": service.agents()}
+        return AgentsOut(agents=service.agents())
 
     @router.get(
         "/jobs/{job_id}/logs",

@@ -44,7 +44,7 @@ from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
 from scalar.domain.money import usd_text
 from scalar.providers import bootstrap
-from scalar.wire.agent import JoinTokenOut, NodeRemoveOut
+from scalar.wire.agent import AgentOut, AgentsOut, JoinTokenOut, NodeRemoveOut
 
 DEFAULT_REMOTE_DIR = "~/.scalar-agent"
 DEFAULT_KNOWN_HOSTS = Path.home() / ".ssh" / "known_hosts"
@@ -275,9 +275,7 @@ def running_agent(remote: Remote, directory: str) -> str | None:
     return out.strip() if code == 0 else None
 
 
-def wait_registered(
-    remote: Remote, directory: str, server: str, timeout_s: float
-) -> tuple[str, dict[str, Any]]:
+def wait_registered(remote: Remote, directory: str, server: str, timeout_s: float) -> tuple[str, AgentOut]:
     """The node id the agent wrote once registered, and the controller's record of it; exit 2 when the
     agent dies or nothing registers in time."""
     deadline = time.monotonic() + timeout_s
@@ -291,10 +289,10 @@ def wait_registered(
                 except ValueError:
                     node_id = None
         if node_id is not None:
-            agents = call_server(server, lambda c: c._call("GET", "/agents"))
-            for agent in agents.get("agents") or []:
-                if agent.get("node_id") == node_id:
-                    return node_id, dict(agent)
+            agents = AgentsOut.model_validate(call_server(server, lambda c: c._call("GET", "/agents")))
+            for agent in agents.agents:
+                if agent.node_id == node_id:
+                    return node_id, agent
         pid = shlex.quote(f"{directory}/agent.pid")
         code, _out, _err = remote.run(f'kill -0 "$(cat {pid})" 2>/dev/null')
         if code != 0:
@@ -469,9 +467,9 @@ def register(app: typer.Typer) -> None:
         finally:
             remote.client.close()
         if as_json:
-            print_json(agent)
+            print_json(agent.model_dump(mode="json"))
             return
-        facts = agent.get("facts") or {}
+        facts = agent.facts
         found = facts.get("gpus") or []
         shape = f"{len(found)}x {found[0]['model']} {found[0]['memory_gb']:g} GB" if found else "no GPUs"
         sys.stdout.write(
@@ -559,9 +557,9 @@ def register(app: typer.Typer) -> None:
         deadline = time.monotonic() + wait_s
         while answer.state != "removed" and time.monotonic() < deadline:
             time.sleep(1.0)
-            agents = call_server(server, lambda c: c._call("GET", "/agents"))
-            found = next((a for a in agents.get("agents") or [] if a.get("node_id") == node_id), None)
-            if found is not None and found.get("lease_state") == "removed":
+            agents = AgentsOut.model_validate(call_server(server, lambda c: c._call("GET", "/agents")))
+            found = next((a for a in agents.agents if a.node_id == node_id), None)
+            if found is not None and found.lease_state == "removed":
                 answer = answer.model_copy(
                     update={
                         "state": "removed",

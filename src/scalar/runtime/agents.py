@@ -44,6 +44,7 @@ from scalar.store import agents as repo
 from scalar.store.auth import AuditEntry, add_audit
 from scalar.wire.agent import (
     PROTOCOL,
+    AgentOut,
     Assignment,
     AssignmentReport,
     Heartbeat,
@@ -622,20 +623,20 @@ class AgentService:
             finished=finished,
         )
 
-    def agents(self) -> list[dict[str, Any]]:
+    def agents(self) -> list[AgentOut]:
         with self._store().read() as tx:
             rows = repo.list_agents(tx.conn)
         return [
-            {
-                "node_id": a.node_id,
-                "provider": a.provider,
-                "hostname": a.hostname,
-                "version": a.version,
-                "lease_state": a.lease_state,
-                "last_seen_at": a.last_seen_at.isoformat(),
-                "last_seq": a.last_seq,
-                "facts": a.facts,
-            }
+            AgentOut(
+                node_id=a.node_id,
+                provider=a.provider,
+                hostname=a.hostname,
+                version=a.version,
+                lease_state=a.lease_state,
+                last_seen_at=a.last_seen_at.isoformat(),
+                last_seq=a.last_seq,
+                facts=a.facts,
+            )
             for a in rows
         ]
 
