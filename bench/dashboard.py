@@ -218,8 +218,8 @@ def run(repeats: int) -> dict[str, Any]:
         plane.open()
         try:
             tokens = {
-                "admin": str(plane.create_token("ops", "admin", "bench")["token"]),
-                "user": str(plane.create_token("ml", "user", "bench")["token"]),
+                "admin": plane.create_token("ops", "admin", "bench").token,
+                "user": plane.create_token("ml", "user", "bench").token,
             }
             app = create_app(plane)
             times = asyncio.run(_measure(app, tokens, job_id, repeats))

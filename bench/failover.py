@@ -247,7 +247,7 @@ def run_case(
 
         plane = ControlPlane(load_settings(config, {"data_dir": workdir, "database_url": root_url}, {}))
         plane.open()  # migrates; the token the client reads with
-        token = str(plane.create_token("default", "user", "failover bench")["token"])
+        token = plane.create_token("default", "user", "failover bench").token
         store = plane.store
         assert store is not None
         env = {**os.environ, "SCALAR_DATABASE_URL": host_url, "PYTHONPATH": str(REPO / "src")}

@@ -472,7 +472,7 @@ def _run(
             plane.open()  # tokens and the checks only: `scalar up` runs the control plane
         try:
             tokens = [
-                plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}")["token"]
+                plane.create_token(TENANTS[i % len(TENANTS)], "user", f"load-{i}").token
                 for i in range(clients)
             ]
             assert plane.store is not None

@@ -198,8 +198,8 @@ def test_only_admins_remove_and_only_hosts_of_their_own(sqlite_url: str, tmp_pat
     plane = ControlPlane(settings, clock=Clock(), live_providers=[])
     plane.start()
     try:
-        admin = plane.create_token("default", "admin")["token"]
-        user = plane.create_token("default", "user")["token"]
+        admin = plane.create_token("default", "admin").token
+        user = plane.create_token("default", "user").token
         with serve_on(create_app(plane), free_port()) as url:
             as_admin = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {admin}"})
             as_user = httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {user}"})

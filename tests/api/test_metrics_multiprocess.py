@@ -38,8 +38,8 @@ def test_any_api_worker_shows_the_controllers_steps_and_the_sum_of_counters(tmp_
     settings = load_settings(config, {"data_dir": state}, {})
     plane = ControlPlane(settings)
     plane.open()
-    spender = str(plane.create_token("default", "user", "spender")["token"])
-    reader = str(plane.create_token("default", "user", "metrics")["token"])
+    spender = plane.create_token("default", "user", "spender").token
+    reader = plane.create_token("default", "user", "metrics").token
     plane.stop()
     env = {k: v for k, v in os.environ.items() if k not in ("SCALAR_DATABASE_URL", MULTIPROC_ENV)}
     env["PYTHONPATH"] = str(REPO / "src")

@@ -33,7 +33,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     cp = ControlPlane(settings_for(f"sqlite:///{tmp / 'api.db'}", tmp, auth_required=True), clock=Clock())
     cp.open()
     try:
-        token = str(cp.create_token("default", "admin", "docs")["token"])
+        token = cp.create_token("default", "admin", "docs").token
         with serve(create_app(cp)) as url:
             yield url, token
     finally:

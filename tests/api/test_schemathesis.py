@@ -48,7 +48,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     cp = ControlPlane(settings_for(f"sqlite:///{tmp / 'fuzz.db'}", tmp, auth_required=True), clock=Clock())
     cp.open()
     try:
-        token = str(cp.create_token("default", "admin", "fuzzer")["token"])
+        token = cp.create_token("default", "admin", "fuzzer").token
         app = create_app(cp)
         app.state.rate_limiter.rate_per_s = app.state.rate_limiter.burst = 1e9  # the fuzzer is no abuser
         failures = app.state.agent_failure_limiter  # (its bogus agent credentials are not a flood either)

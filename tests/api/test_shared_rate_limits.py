@@ -120,7 +120,7 @@ def test_two_api_processes_share_one_tokens_budget(
     settings_ = load_settings(config, {"data_dir": tmp_path, "database_url": url}, {})
     plane = ControlPlane(settings_)
     plane.open()
-    token = str(plane.create_token("default", "user", "rate test")["token"])
+    token = plane.create_token("default", "user", "rate test").token
     plane.stop()
     env = {**os.environ, "SCALAR_DATABASE_URL": url, "PYTHONPATH": str(REPO / "src")}
     logs = [tmp_path / f"api{i}.log" for i in range(2)]

@@ -58,7 +58,7 @@ def runpod_side(db_url: str, tmp_path: Path, monkeypatch: Any, **settings: Any) 
     cp.open()
     cp.endpoints.worker_duration_s = 600  # the test market's contracts are short (time_scale 600)
     try:
-        token = str(cp.create_token("team-rp", "user", "runpod sdk")["token"])
+        token = cp.create_token("team-rp", "user", "runpod sdk").token
         app = create_app(cp)
         app.state.rate_limiter.rate_per_s = 1e6
         app.state.rate_limiter.burst = 1e6

@@ -20,6 +20,7 @@ from tetra_rp.stubs.live_serverless import LiveServerlessStub
 from scalar.agent import function_worker
 from scalar.domain.gpus import CudaVersion
 from scalar.runtime.endpoints.service import parse_spec
+from scalar.wire.endpoints_api import EndpointOut
 from scalar.wire.runpod_graphql import (
     FUNCTION_WORKER_COMMAND,
     endpoint_body,
@@ -139,7 +140,7 @@ def test_min_cuda_version_round_trips_through_the_spec(floor: CudaVersion) -> No
         }
     )
     spec, _handler = parse_spec(body)
-    out = endpoint_out({"id": "ep-1", "name": "cuda", "tenant": "t", "spec": spec})
+    out = endpoint_out(EndpointOut.model_construct(id="ep-1", name="cuda", tenant="t", spec=spec))
     assert out["allowedCudaVersions"] == ""
     assert out["minCudaVersion"] == (None if floor is CudaVersion.V11_8 else floor.value)
 

@@ -42,9 +42,9 @@ def runpod_env(url: str, token: str) -> dict[str, str]:
 def secured_fleet(db_url: str, tmp_path: Path) -> Iterator[tuple[Controller, str]]:
     """A control plane with auth on, a node agent with two H100s, and a user token of tenant team-tetra."""
     with controller(db_url, tmp_path, auth_required=True) as c:
-        admin = str(c.plane.create_token("default", "admin", "test admin")["token"])
+        admin = c.plane.create_token("default", "admin", "test admin").token
         c.http.headers["Authorization"] = f"Bearer {admin}"
-        user = str(c.plane.create_token("team-tetra", "user", "tetra app")["token"])
+        user = c.plane.create_token("team-tetra", "user", "tetra app").token
         node = agent(c.url, c.token(), tmp_path / "a", "2xH100-80GB").start()
         try:
             wait_until(c.agents, 30, "registration")
@@ -109,7 +109,7 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         },
     }
     with controller(sqlite_url, tmp_path, auth_required=True) as c:
-        tokens = {t: str(c.plane.create_token(t, "user", t)["token"]) for t in ("team-a", "team-b")}
+        tokens = {t: c.plane.create_token(t, "user", t).token for t in ("team-a", "team-b")}
 
         def gql(tenant: str | None, query: str, **variables: Any) -> Any:
             headers = {} if tenant is None else {"Authorization": f"Bearer {tokens[tenant]}"}
@@ -145,8 +145,8 @@ def test_graphql_is_the_callers_tenants_and_refuses_what_it_does_not_serve(
         ).json()
         assert changed["data"]["saveTemplate"]["env"] == [{"key": "B", "value": "2"}], changed
         stored = c.plane.endpoints.get(eid)
-        assert stored is not None and stored["spec"]["env"] == {"B": "2"}
-        assert stored["spec"]["containerDiskInGb"] == 30
+        assert stored is not None and stored.spec["env"] == {"B": "2"}
+        assert stored.spec["containerDiskInGb"] == 30
 
         # an operation Scalar does not serve is named; bad input names its field; never a 500
         flash_apps = gql("team-a", "query { myself { flashApps { id } } }").json()

@@ -80,11 +80,11 @@ def test_market_reads_the_built_in_market_of_the_core(core: PlaneCore) -> None:
 def test_access_keeps_tokens_audit_and_budgets_in_the_core_store(core: PlaneCore) -> None:
     access = AccessService(core)
     made = access.create_token("team-a", "user", "ci", actor="test")
-    principal = access.authenticate(made["token"])
+    principal = access.authenticate(made.token)
     assert principal is not None and principal.tenant == "team-a"
-    assert [t["name"] for t in access.list_tokens()] == ["ci"]
+    assert [t.name for t in access.list_tokens()] == ["ci"]
     assert access.put_budgets([{"scope": "team-a", "usd_per_hour": "2"}], actor="test").limits
-    assert {e["action"] for e in access.audit()} >= {"token.create", "budgets.replace"}
+    assert {e.action for e in access.audit()} >= {"token.create", "budgets.replace"}
     assert access.secret_box() is access.secret_box()
 
 

@@ -31,7 +31,7 @@ class Secured:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
     def token(self, tenant: str, role: str = "user") -> str:
-        return str(self.cp.create_token(tenant, role)["token"])
+        return self.cp.create_token(tenant, role).token
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def secured_api(
     cp = ControlPlane(settings_for(db_url, tmp_path, auth_required=True, **(settings or {})), clock=clock)
     cp.open()
     try:
-        admin = str(cp.create_token("default", "admin", "test admin")["token"])
+        admin = cp.create_token("default", "admin", "test admin").token
         app = create_app(cp)
         for name, value in limits.items():
             setattr(app.state.rate_limiter, name, value)

@@ -86,7 +86,7 @@ class Demo:
         return httpx.Client(base_url=self.c.url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
 
     def user(self, tenant: str) -> str:
-        return str(self.c.plane.create_token(tenant, "user")["token"])
+        return self.c.plane.create_token(tenant, "user").token
 
 
 def submit(http: httpx.Client, **fields: Any) -> str:
@@ -279,12 +279,12 @@ def test_without_a_sandbox_tenant_uids_still_keep_a_job_out_of_the_agent_and_oth
 ) -> None:
     with searchable_dir() as base, controller(sqlite_url, tmp_path, auth_required=True) as c:
         state = base / "agent"
-        token = c.plane.agents.create_join_token(_join())["token"]
+        token = c.plane.agents.create_join_token(_join()).token
         node = agent(c.url, token, state, "2xH100-80GB", "--job-user", "per-tenant", "--sandbox", "none")
         node.start()
         try:
             wait_until(lambda: c.plane.agents.agents(), 40, "the agent")
-            d = Demo(c, tmp_path, state, str(c.plane.create_token("default", "admin")["token"]))
+            d = Demo(c, tmp_path, state, c.plane.create_token("default", "admin").token)
             team_a, team_b = d.client(d.user("team-a")), d.client(d.user("team-b"))
             victim = submit(
                 team_b,

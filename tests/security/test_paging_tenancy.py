@@ -66,7 +66,7 @@ def test_any_text_as_a_cursor_is_a_problem_or_a_page_never_a_500(secured: Secure
 
 
 def test_the_audit_log_pages_with_a_cursor(secured: Secured) -> None:
-    tokens = [secured.cp.create_token("team-a", "user", f"t{i}")["id"] for i in range(5)]
+    tokens = [secured.cp.create_token("team-a", "user", f"t{i}").id for i in range(5)]
     with secured.client(secured.admin) as admin:
         everything = admin.get("/audit", params={"limit": 1000}).json()["entries"]
         paged = _walk(admin, "/audit", "entries", limit=2)

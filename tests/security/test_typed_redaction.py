@@ -1,6 +1,7 @@
 """Typed answers pass the same redaction step as dicts: the runtime answers ``/status`` (and the other typed
-views) as pydantic models (``wire/views.py``), and ``TenantScoped.as_caller_sees`` redacts a model as the
-JSON it is sent as, then validates it back into its class. A user token sees another tenant's job ids and
+views, and the serverless endpoints' answers) as pydantic models (``wire/views.py``,
+``wire/endpoints_api.py``), and ``TenantScoped.as_caller_sees`` redacts a model as the JSON it is sent as,
+then validates it back into its class. A user token sees another tenant's job ids and
 name only as placeholders, an admin sees them whole; and over real HTTP a user's answer still hides what
 it hid when the runtime answered dicts."""
 
@@ -18,6 +19,15 @@ from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.endpoints_api import (
+    EndpointCostOut,
+    EndpointOut,
+    HealthOut,
+    LatencyOut,
+    RequestStatusOut,
+    StreamOut,
+    WorkerOut,
+)
 from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
@@ -170,7 +180,46 @@ def _budgets() -> BudgetsOut:
     )
 
 
+def _endpoint() -> EndpointOut:
+    """An endpoint of team-a whose worker waits behind team-b's job (the scheduler's reason names it)."""
+    waiting = f"waits for GPUs: behind {THEIRS} of tenant team-b"
+    zero = dict.fromkeys(["idle", "initializing", "ready", "running", "throttled", "unhealthy"], 0)
+    return EndpointOut(
+        id="ep-1",
+        name="infer",
+        tenant="team-a",
+        state="active",
+        target="builtin",
+        spec={"name": "infer"},
+        workers=[WorkerOut(id="wk-1", state="pending", job_id=MINE, reason=waiting)],
+        workers_count=1,
+        workers_truncated=False,
+        health=HealthOut.model_validate(
+            {
+                "workers": zero,
+                "jobs": dict.fromkeys(["completed", "failed", "inProgress", "inQueue", "retried"], 0),
+            }
+        ),
+        latency_ms=LatencyOut(samples=0),
+        cost=EndpointCostOut(worker_hours=0.0, cost_usd="0"),
+        no_workers_reason=f"1 worker(s) {waiting}",
+        scaling=[],
+    )
+
+
+def _request_status() -> RequestStatusOut:
+    error = f"worker lost: {MINE} was preempted for {THEIRS} (tenant team-b)"
+    return RequestStatusOut(id="req-1", status="IN_QUEUE", delayTime=0, error=error, attempts=1, retries=1)
+
+
+def _stream() -> StreamOut:
+    return StreamOut(id="req-1", status="IN_PROGRESS", stream=[], error=_request_status().error, delayTime=0)
+
+
 TYPED: dict[str, Callable[[], BaseModel]] = {
+    "get": _endpoint,
+    "request_status": _request_status,
+    "stream": _stream,
     "budgets": _budgets,
     "status": _status,
     "costs": _costs,
@@ -209,6 +258,12 @@ def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str)
         user, BudgetsOut
     ):  # the global rows and its own tenant's (the HTTP test: test_view_tenancy)
         assert [x.scope for x in user.limits] == [x.scope for x in user.usage] == ["global", "team-a"]
+    if isinstance(user, EndpointOut):  # the worker and its own job are shown, the reason redacted
+        hidden = f"waits for GPUs: behind {OTHER_TENANT} of {OTHER_TENANT_NAME}"
+        assert user.workers[0].job_id == MINE and user.workers[0].reason == hidden
+        assert user.no_workers_reason == f"1 worker(s) {hidden}"
+    if isinstance(user, StreamOut):  # what RunPod leaves out until known stays out
+        assert "executionTime" not in user.model_dump_json()
     if isinstance(user, CostsOut):  # another tenant's share of the contracts is not shown at all
         assert (
             [t.tenant for t in user.by_tenant] == [t.tenant for t in user.by_block[0].by_tenant] == ["team-a"]

@@ -42,6 +42,7 @@ from starlette.requests import cookie_parser
 from scalar.api.problems import ApiProblem, database_unavailable, problem, problem_response
 from scalar.runtime.auth import AUTH_OFF, Principal
 from scalar.runtime.step_metrics import rate_limited_counter
+from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.jobs import FieldProblem
 
 log = logging.getLogger("scalar.api")
@@ -129,11 +130,11 @@ class AuthPort(Protocol):
         *,
         actor: str = "(local)",
         expires_in: str | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> TokenCreated: ...
 
-    def list_tokens(self) -> list[dict[str, Any]]: ...
+    def list_tokens(self) -> list[TokenOut]: ...
 
-    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]: ...
+    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> TokenOut: ...
 
     def audit(
         self,
@@ -142,7 +143,7 @@ class AuthPort(Protocol):
         after_id: int = 0,
         limit: int = 100,
         before_id: int | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[AuditEntryOut]: ...
 
 
 # ------------------------------------------------------------------------------------------ the problems

@@ -23,6 +23,7 @@ from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.agents import AgentError, AgentService
 from scalar.runtime.endpoints.agent_workers import AgentWorkerError, AgentWorkerService
 from scalar.wire.agent import (
+    AgentsOut,
     Heartbeat,
     HeartbeatReply,
     JobLogsOut,
@@ -178,8 +179,13 @@ def agent_router(
                 )
             except AgentWorkerError as err:
                 raise _problem(err, "token") from None
-            if found or time.monotonic() >= deadline or await request.is_disconnected():
-                return NextReply.model_validate(found)
+            if (
+                found.stop
+                or found.request is not None
+                or time.monotonic() >= deadline
+                or await request.is_disconnected()
+            ):
+                return found
             await asyncio.sleep(POLL_EVERY_S)
 
     @router.post(
@@ -232,9 +238,14 @@ def agent_router(
             raise _problem(err, "token") from None
         return ResultReply(accepted=not reason.startswith("ignored"), reason=reason)
 
-    @router.get("/agents", summary="Registered agents and their leases", dependencies=[USER])
+    @router.get(
+        "/agents",
+        response_model=AgentsOut,
+        summary="Registered agents and their leases",
+        dependencies=[USER],
+    )
     def list_agents() -> Any:
-        return {"agents": service.agents()}
+        return AgentsOut(agents=service.agents())
 
     @router.get(
         "/jobs/{job_id}/logs",

@@ -16,6 +16,7 @@ from scalar.api.access import ADMIN, USER
 from scalar.api.auth import AuthPort, current_principal, require_admin
 from scalar.api.problems import ApiProblem, ProblemRoute
 from scalar.runtime.auth import EXPIRES_IN_PATTERN, AuthError
+from scalar.wire.auth import AuditEntryOut, AuditOut, TokenCreated, TokenListOut, TokenOut
 from scalar.wire.jobs import FieldProblem, ProblemDetails
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
@@ -38,45 +39,6 @@ class TokenCreate(BaseModel):
         pattern=EXPIRES_IN_PATTERN,
         description="the token's lifetime: 30d, 12h, 45m, 3600s (at most 3650d) or never; default 90d",
     )
-
-
-class TokenOut(BaseModel):
-    id: str
-    tenant: str
-    role: str
-    name: str | None = None
-    created_at: str
-    revoked_at: str | None = None
-    expires_at: str | None = Field(default=None, description="refused from then on; null: never")
-
-
-class TokenCreated(TokenOut):
-    token: str = Field(description="the token; shown this once only (only its hash is stored)")
-
-
-class TokenListOut(BaseModel):
-    tokens: list[TokenOut]
-
-
-class AuditEntryOut(BaseModel):
-    id: int
-    at: str
-    tenant: str
-    actor: str
-    action: str
-    entity_id: str
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class AuditOut(BaseModel):
-    """A page of the audit log in the order written; ``next``/``prev``: the cursors around it."""
-
-    entries: list[AuditEntryOut]
-    count: int
-    limit: int | None = None
-    after: str | None = Field(default=None, description="the cursor this page starts after")
-    next: str | None = Field(default=None, description="pass as `after` for the next page; null: the last")
-    prev: str | None = Field(default=None, description="pass as `after` for the page before; null: the first")
 
 
 class WhoAmI(BaseModel):
@@ -139,7 +101,7 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
     )
     def list_tokens() -> Any:
         require_admin()
-        return TokenListOut.model_validate({"tokens": port.list_tokens()})
+        return TokenListOut(tokens=port.list_tokens())
 
     @router.delete(
         "/tokens/{token_id}",
@@ -180,21 +142,19 @@ def auth_router(port: AuthPort | None, auth_required: bool) -> APIRouter:
         listing = paging.fingerprint("audit", tenant=tenant, action=action, after_id=after_id)
         cursor = paging.decode(after, listing)
 
-        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+        def fetch(key: Any, reverse: bool, n: int) -> list[AuditEntryOut]:
             if reverse:
                 return port.audit(tenant, action, after_id, n, int(key))
             return port.audit(tenant, action, after_id if key is None else int(key), n)
 
-        found = paging.page(fetch, lambda row: int(row["id"]), limit, cursor, listing)
-        return AuditOut.model_validate(
-            {
-                "entries": found.items,
-                "count": len(found.items),
-                "limit": limit,
-                "after": after or None,
-                "next": found.next,
-                "prev": found.prev,
-            }
+        found = paging.page(fetch, lambda row: row.id, limit, cursor, listing)
+        return AuditOut(
+            entries=found.items,
+            count=len(found.items),
+            limit=limit,
+            after=after or None,
+            next=found.next,
+            prev=found.prev,
         )
 
     return router

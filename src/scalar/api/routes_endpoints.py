@@ -128,7 +128,7 @@ def endpoints_router(service: EndpointService) -> APIRouter:
             raise spec_problem(exc) from None
         except HandlerNotAllowedError as exc:
             raise handler_problem(exc) from None
-        response.headers["Location"] = f"/endpoints/{created['id']}"
+        response.headers["Location"] = f"/endpoints/{created.id}"
         return created
 
     @router.get(
@@ -158,7 +158,7 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         listing = paging.fingerprint("endpoints", include_deleted=include_deleted, tenant=tenant)
         cursor = paging.decode_with_offset(after, listing, offset)
 
-        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+        def fetch(key: Any, reverse: bool, n: int) -> list[EndpointOut]:
             start = None
             if key is not None:
                 try:
@@ -177,16 +177,16 @@ def endpoints_router(service: EndpointService) -> APIRouter:
                 descending=reverse,
             )
 
-        found = paging.page(fetch, lambda e: [str(e["created_at"]), str(e["id"])], limit, cursor, listing)
-        return {
-            "endpoints": found.items,
-            "count": len(found.items),
-            "limit": limit,
-            "offset": offset,
-            "after": after or None,
-            "next": found.next,
-            "prev": found.prev,
-        }
+        found = paging.page(fetch, lambda e: [str(e.created_at), str(e.id)], limit, cursor, listing)
+        return EndpointListOut(
+            endpoints=found.items,
+            count=len(found.items),
+            limit=limit,
+            offset=offset,
+            after=after or None,
+            next=found.next,
+            prev=found.prev,
+        )
 
     @router.get(
         "/endpoints/{endpoint_id}",
@@ -256,7 +256,9 @@ def endpoints_router(service: EndpointService) -> APIRouter:
         limit: int = Query(100, ge=1, le=MAX_LIMIT, description="at most this many lines"),
     ) -> Any:
         try:
-            return {"id": endpoint_id, "lines": service.logs(endpoint_id, limit, tenant=tenant_filter())}
+            return EndpointLogsOut(
+                id=endpoint_id, lines=service.logs(endpoint_id, limit, tenant=tenant_filter())
+            )
         except EndpointNotFoundError:
             raise not_found(endpoint_id) from None
 

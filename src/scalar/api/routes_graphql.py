@@ -44,6 +44,7 @@ from scalar.domain.errors import InvalidSpecError
 from scalar.domain.gpus import RUNPOD_GPU_TYPES, runpod_gpu_type
 from scalar.runtime.endpoints.service import EndpointNotFoundError, EndpointService, HandlerNotAllowedError
 from scalar.wire.endpoints import EndpointSpecFile
+from scalar.wire.endpoints_api import EndpointOut
 from scalar.wire.jobs import FieldProblem, field_problems
 from scalar.wire.runpod_graphql import (
     endpoint_body,
@@ -306,9 +307,9 @@ def build_schema(service: EndpointService) -> Any:
     def caller(info: Any) -> dict[str, Any]:
         return dict(info.context)
 
-    def visible_view(endpoint_id: str, tenant: str | None) -> dict[str, Any] | None:
+    def visible_view(endpoint_id: str, tenant: str | None) -> EndpointOut | None:
         view = service.get(endpoint_id, tenant=tenant, workers_limit=0)
-        return view if view is not None and view["state"] == "active" else None
+        return view if view is not None and view.state == "active" else None
 
     @query.field("myself")
     def resolve_myself(_: Any, info: Any) -> dict[str, Any]:

@@ -237,7 +237,7 @@ def _run_body() -> dict[str, Any]:
 def runpod_router(service: EndpointService) -> APIRouter:
     router = APIRouter(prefix="/v2", tags=["runpod data plane"], route_class=RunPodRoute, dependencies=[USER])
 
-    def submit(endpoint_id: str, body: RunRequest, tenant: str | None) -> dict[str, Any]:
+    def submit(endpoint_id: str, body: RunRequest, tenant: str | None) -> RunAccepted:
         policy = body.policy
         try:
             return service.submit_request(
@@ -258,7 +258,7 @@ def runpod_router(service: EndpointService) -> APIRouter:
                 [FieldProblem(field=err.field, problem=err.problem, fix=err.hint or RUN_FIX)],
             ) from None
 
-    def read_status(endpoint_id: str, request_id: str, tenant: str | None) -> dict[str, Any]:
+    def read_status(endpoint_id: str, request_id: str, tenant: str | None) -> RequestStatusOut:
         try:
             return service.request_status(endpoint_id, request_id, tenant=tenant)
         except EndpointNotFoundError:
@@ -297,8 +297,8 @@ def runpod_router(service: EndpointService) -> APIRouter:
         accepted = await anyio.to_thread.run_sync(submit, endpoint_id, body, tenant)
         deadline = time.monotonic() + wait / 1000
         while True:
-            status = await anyio.to_thread.run_sync(read_status, endpoint_id, accepted["id"], tenant)
-            if RequestStatus(status["status"]).terminal or time.monotonic() >= deadline:
+            status = await anyio.to_thread.run_sync(read_status, endpoint_id, accepted.id, tenant)
+            if RequestStatus(status.status).terminal or time.monotonic() >= deadline:
                 return status
             await anyio.sleep(POLL_S)
 

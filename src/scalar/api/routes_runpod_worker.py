@@ -170,13 +170,13 @@ def runpod_worker_router(
                 found = await run_in_threadpool(workers.take, endpoint_id, worker_id, token, attempt, skip)
             except AgentWorkerError as err:
                 raise _problem(err) from None
-            req = found.get("request")
+            req = found.request
             if await request.is_disconnected():
                 return None  # an abandoned poll hands nothing out: the request waits for the next one
-            if req:
-                mine.add((req["id"], req["delivery"]))
-                return {"id": req["id"], "input": req.get("input")}
-            if found.get("stop") or time.monotonic() >= deadline:
+            if req is not None:
+                mine.add((req.id, req.delivery))
+                return {"id": req.id, "input": req.input}
+            if found.stop or time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(POLL_EVERY_S)
 
@@ -340,7 +340,7 @@ def runpod_worker_router(
             found = await run_in_threadpool(workers.take, endpoint_id, worker_id, token, attempt, frozenset())
         except AgentWorkerError as err:
             raise _problem(err) from None
-        return {"ok": not found.get("stop"), "reason": found.get("reason")}
+        return {"ok": not found.stop, "reason": found.reason}
 
     @router.get(
         "/job-stop/{worker_id}",

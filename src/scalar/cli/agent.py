@@ -25,6 +25,7 @@ from scalar.agent.shim import private_dir
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
+from scalar.wire.agent import JoinTokenOut
 
 REFUSED = 3
 DEFAULT_STATE_DIR = Path.home() / ".scalar-agent"
@@ -189,7 +190,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(created)
             return
-        sys.stdout.write(f"{created['token']}\n")
+        sys.stdout.write(f"{JoinTokenOut.model_validate(created).token}\n")
 
 
 LOCAL_FAKE_GPUS = "8xH100-80GB"
@@ -256,7 +257,7 @@ def start_local_agent(
         args += ["--pass-env", "PYTHONPATH"]  # a source checkout: endpoint workers import the same code
     if not (state_dir / "identity.json").is_file():
         token = control_plane.agents.create_join_token(JoinTokenRequest(provider="local", ttl_s=600))
-        args += ["--join-token", token["token"], "--hostname", "local"]
+        args += ["--join-token", token.token, "--hostname", "local"]
     fd = os.open(data_dir / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = open(fd, "ab")  # noqa: SIM115 - the child owns it
     try:

@@ -1,4 +1,5 @@
 """``scalar endpoint``: check, deploy, list, read, delete and follow serverless endpoints (seed 004).
+The server's answers are read as their models (``wire/endpoints_api.py``).
 
 ``validate`` works offline; ``deploy``, ``list``, ``get``, ``delete`` and ``logs`` talk to a running Scalar
 server (``--server``), except ``deploy --target runpod``, which sends RunPod's ``saveEndpoint`` directly
@@ -24,6 +25,7 @@ from scalar.domain.errors import InvalidSpecError
 from scalar.domain.money import usd_text
 from scalar.providers.base import ProviderError
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
+from scalar.wire.endpoints_api import EndpointListOut, EndpointLogsOut, EndpointOut, LatencyOut
 
 endpoint_app = typer.Typer(
     name="endpoint",
@@ -118,45 +120,37 @@ def _spec_body(path: Path) -> tuple[dict[str, Any], ServerlessEndpoint]:
     return body, spec
 
 
-def _latency(latency: dict[str, Any]) -> str:
+def _latency(latency: LatencyOut) -> str:
     """``p50=120 p99=480 (35 requests)``, or why there is none yet."""
-    if latency.get("p50") is None and latency.get("p99") is None:
+    if latency.p50 is None and latency.p99 is None:
         return "none yet: no request has completed (send one to its /run route)"
-    return f"p50={cell(latency.get('p50'))} p99={cell(latency.get('p99'))} ({latency.get('samples', 0)} requests)"
+    return f"p50={cell(latency.p50)} p99={cell(latency.p99)} ({latency.samples} requests)"
 
 
-def _show(endpoint: dict[str, Any]) -> None:
+def _show(endpoint: EndpointOut) -> None:
     out = console()
-    health = endpoint["health"]
+    health = endpoint.health
     rows = [
-        ["id", endpoint["id"]],
-        ["name", endpoint["name"]],
-        ["tenant", endpoint.get("tenant", "default")],
-        ["state", endpoint["state"]],
-        ["target", endpoint["target"]],
-        ["workers", " ".join(f"{k}={v}" for k, v in health["workers"].items())],
-        ["requests", " ".join(f"{k}={v}" for k, v in health["jobs"].items())],
-        ["latency_ms", _latency(endpoint["latency_ms"])],
-        [
-            "cost",
-            f"{usd_text(endpoint['cost']['cost_usd'])} over {endpoint['cost']['worker_hours']} worker-h",
-        ],
+        ["id", endpoint.id],
+        ["name", endpoint.name],
+        ["tenant", endpoint.tenant],
+        ["state", endpoint.state],
+        ["target", endpoint.target],
+        ["workers", " ".join(f"{k}={v}" for k, v in health.workers.model_dump().items())],
+        ["requests", " ".join(f"{k}={v}" for k, v in health.jobs.model_dump().items())],
+        ["latency_ms", _latency(endpoint.latency_ms)],
+        ["cost", f"{usd_text(endpoint.cost.cost_usd)} over {endpoint.cost.worker_hours} worker-h"],
     ]
-    if endpoint.get("no_workers_reason"):
-        rows.append(["no workers", endpoint["no_workers_reason"]])
-    out.print(make_table([Col("field", "key"), Col("value", "text")], rows, f"ENDPOINT {endpoint['name']}"))
-    if endpoint["scaling"]:
+    if endpoint.no_workers_reason:
+        rows.append(["no workers", endpoint.no_workers_reason])
+    out.print(make_table([Col("field", "key"), Col("value", "text")], rows, f"ENDPOINT {endpoint.name}"))
+    if endpoint.scaling:
         out.print(
             make_table(
                 [Col("at", "time"), Col("action", "key"), Col("workers", "key"), Col("why", "text", ratio=2)],
                 [
-                    [
-                        when(d["at"]),
-                        d["action"],
-                        f"{d['workers_before']}->{d['workers_target']}",
-                        d["message"],
-                    ]
-                    for d in endpoint["scaling"][:10]
+                    [when(d.at), d.action, f"{d.workers_before}->{d.workers_target}", d.message]
+                    for d in endpoint.scaling[:10]
                 ],
                 "SCALING DECISIONS (newest first)",
             )
@@ -193,8 +187,9 @@ def deploy(
     if as_json:
         print_json(created)
     else:
-        _show(created)
-        say(f'call it: POST {server.rstrip("/")}/v2/{created["id"]}/run {{"input": {{...}}}}')
+        endpoint = EndpointOut.model_validate(created)
+        _show(endpoint)
+        say(f'call it: POST {server.rstrip("/")}/v2/{endpoint.id}/run {{"input": {{...}}}}')
 
 
 def list_endpoints(
@@ -209,17 +204,17 @@ def list_endpoints(
         return
     rows = [
         [
-            e["id"],
-            e["name"],
-            e.get("tenant", "default"),
-            e["target"],
-            e["health"]["workers"]["ready"],
-            e["health"]["workers"]["initializing"] + e["health"]["workers"]["throttled"],
-            e["health"]["jobs"]["inQueue"],
-            e["latency_ms"]["p50"],
-            e["cost"]["cost_usd"],
+            e.id,
+            e.name,
+            e.tenant,
+            e.target,
+            e.health.workers.ready,
+            e.health.workers.initializing + e.health.workers.throttled,
+            e.health.jobs.inQueue,
+            e.latency_ms.p50,
+            e.cost.cost_usd,
         ]
-        for e in found["endpoints"]
+        for e in EndpointListOut.model_validate(found).endpoints
     ]
     if not rows:
         say("no endpoints yet: deploy one with `scalar endpoint deploy SPEC.yaml` (docs/endpoints.md)")
@@ -248,7 +243,7 @@ def get_endpoint(
     if as_json:
         print_json(found)
     else:
-        _show(found)
+        _show(EndpointOut.model_validate(found))
 
 
 def delete_endpoint(
@@ -271,10 +266,11 @@ def endpoint_logs(
     if as_json:
         print_json(found)
         return
-    if not found["lines"]:
+    logs = EndpointLogsOut.model_validate(found)
+    if not logs.lines:
         say(f"no scaling decisions or worker moves for {endpoint_id} yet")
-    for line in found["lines"]:
-        say(f"{when(line['at'])}  {line['kind']:<8} {line['code']:<16} {line['message']}")
+    for line in logs.lines:
+        say(f"{when(line.at)}  {line.kind:<8} {line.code:<16} {line.message}")
 
 
 def register(app: typer.Typer) -> None:

@@ -12,13 +12,14 @@ import typer
 from scalar.api.client import ScalarClient
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import call_server, server_option
+from scalar.wire.agent import JobLogsOut
 
 FOLLOW_INTERVAL_S = 1.0
 
 
-def _reader(job_id: str, params: dict[str, int]) -> Callable[[ScalarClient], dict[str, Any]]:
-    def read(client: ScalarClient) -> dict[str, Any]:
-        return dict(client._call("GET", f"/jobs/{job_id}/logs", params=params))
+def _reader(job_id: str, params: dict[str, int]) -> Callable[[ScalarClient], JobLogsOut]:
+    def read(client: ScalarClient) -> JobLogsOut:
+        return JobLogsOut.model_validate(client._call("GET", f"/jobs/{job_id}/logs", params=params))
 
     return read
 
@@ -57,13 +58,13 @@ def register(app: typer.Typer) -> None:
             params: dict[str, int] = {"offset": offset}
             if current is not None:
                 params["attempt"] = current
-            page: dict[str, Any] = call_server(server, _reader(job_id, params))
-            if current is None and page.get("attempt") is not None and offset == 0:
-                current = int(page["attempt"])
-            elif page.get("attempt") is not None and current is not None and page["attempt"] != current:
-                offset, current = 0, int(page["attempt"])
+            page: JobLogsOut = call_server(server, _reader(job_id, params))
+            if current is None and page.attempt is not None and offset == 0:
+                current = page.attempt
+            elif page.attempt is not None and current is not None and page.attempt != current:
+                offset, current = 0, page.attempt
                 continue
-            data = str(page.get("data") or "")
+            data = page.data
             if not data and offset == 0 and not said:
                 said = True
                 reason = why_empty(call_server(server, lambda c: c.get_job(job_id)), follow)
@@ -73,8 +74,8 @@ def register(app: typer.Typer) -> None:
             if data:
                 sys.stdout.write(data)
                 sys.stdout.flush()
-            offset = int(page.get("next_offset") or offset)
-            if not follow or (page.get("finished") and not data):
+            offset = page.next_offset or offset
+            if not follow or (page.finished and not data):
                 return
             if not data:
                 time.sleep(FOLLOW_INTERVAL_S)

@@ -44,6 +44,7 @@ from scalar.cli.jobs import call_server, server_option
 from scalar.cli.output import print_json
 from scalar.domain.money import usd_text
 from scalar.providers import bootstrap
+from scalar.wire.agent import AgentOut, AgentsOut, JoinTokenOut, NodeRemoveOut
 
 DEFAULT_REMOTE_DIR = "~/.scalar-agent"
 DEFAULT_KNOWN_HOSTS = Path.home() / ".ssh" / "known_hosts"
@@ -274,9 +275,7 @@ def running_agent(remote: Remote, directory: str) -> str | None:
     return out.strip() if code == 0 else None
 
 
-def wait_registered(
-    remote: Remote, directory: str, server: str, timeout_s: float
-) -> tuple[str, dict[str, Any]]:
+def wait_registered(remote: Remote, directory: str, server: str, timeout_s: float) -> tuple[str, AgentOut]:
     """The node id the agent wrote once registered, and the controller's record of it; exit 2 when the
     agent dies or nothing registers in time."""
     deadline = time.monotonic() + timeout_s
@@ -290,10 +289,10 @@ def wait_registered(
                 except ValueError:
                     node_id = None
         if node_id is not None:
-            agents = call_server(server, lambda c: c._call("GET", "/agents"))
-            for agent in agents.get("agents") or []:
-                if agent.get("node_id") == node_id:
-                    return node_id, dict(agent)
+            agents = AgentsOut.model_validate(call_server(server, lambda c: c._call("GET", "/agents")))
+            for agent in agents.agents:
+                if agent.node_id == node_id:
+                    return node_id, agent
         pid = shlex.quote(f"{directory}/agent.pid")
         code, _out, _err = remote.run(f'kill -0 "$(cat {pid})" 2>/dev/null')
         if code != 0:
@@ -415,7 +414,9 @@ def register(app: typer.Typer) -> None:
             "node_id": None,
             "price_per_gpu_hour": amount,
         }
-        token = call_server(server, lambda c: c._call("POST", "/agents/join-tokens", json=body))
+        token = JoinTokenOut.model_validate(
+            call_server(server, lambda c: c._call("POST", "/agents/join-tokens", json=body))
+        )
         remote = connect(user, host, port, identity, known_hosts, accept_new_host_key)
         try:
             say = sys.stderr.write
@@ -441,7 +442,7 @@ def register(app: typer.Typer) -> None:
             script = bootstrap.render_startup_script(
                 bootstrap.AgentBootstrap(
                     controller_url=url,
-                    join_token=str(token["token"]),
+                    join_token=token.token,
                     directory=directory,
                     python=py,
                     pip_spec=pip_spec,
@@ -466,9 +467,9 @@ def register(app: typer.Typer) -> None:
         finally:
             remote.client.close()
         if as_json:
-            print_json(agent)
+            print_json(agent.model_dump(mode="json"))
             return
-        facts = agent.get("facts") or {}
+        facts = agent.facts
         found = facts.get("gpus") or []
         shape = f"{len(found)}x {found[0]['model']} {found[0]['memory_gb']:g} GB" if found else "no GPUs"
         sys.stdout.write(
@@ -499,11 +500,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print a startup script (with a fresh join token) that installs and starts the agent on a node."""
         body = {"provider": provider, "tier": "FAST", "ttl_s": ttl_s, "node_id": node_id}
-        token = call_server(server, lambda c: c._call("POST", "/agents/join-tokens", json=body))
+        token = JoinTokenOut.model_validate(
+            call_server(server, lambda c: c._call("POST", "/agents/join-tokens", json=body))
+        )
         text = bootstrap.render_startup_script(
             bootstrap.AgentBootstrap(
                 controller_url=(controller_url or server).rstrip("/"),
-                join_token=str(token["token"]),
+                join_token=token.token,
                 python=python,
                 pip_spec=pip_spec,
                 pip_args=pip_args,
@@ -548,25 +551,28 @@ def register(app: typer.Typer) -> None:
                 fail(f"--port {port}: use 1-65535")
             wait_s = wait_s or SSH_REMOVE_WAIT_S  # the agent is stopped only once the node is removed
         path = f"/agents/{quote(node_id, safe='')}/remove"
-        answer = call_server(server, lambda c: c._call("POST", path, json={"force": force}))
+        answer = NodeRemoveOut.model_validate(
+            call_server(server, lambda c: c._call("POST", path, json={"force": force}))
+        )
         deadline = time.monotonic() + wait_s
-        while answer.get("state") != "removed" and time.monotonic() < deadline:
+        while answer.state != "removed" and time.monotonic() < deadline:
             time.sleep(1.0)
-            agents = call_server(server, lambda c: c._call("GET", "/agents"))
-            found = next((a for a in agents.get("agents") or [] if a.get("node_id") == node_id), None)
-            if found is not None and found.get("lease_state") == "removed":
-                answer = {
-                    **answer,
-                    "state": "removed",
-                    "message": f"node {node_id} removed: its block has "
-                    "ended and its agent's token is refused",
-                }
+            agents = AgentsOut.model_validate(call_server(server, lambda c: c._call("GET", "/agents")))
+            found = next((a for a in agents.agents if a.node_id == node_id), None)
+            if found is not None and found.lease_state == "removed":
+                answer = answer.model_copy(
+                    update={
+                        "state": "removed",
+                        "message": f"node {node_id} removed: its block has "
+                        "ended and its agent's token is refused",
+                    }
+                )
         if as_json:
-            print_json(answer)
+            print_json(answer.model_dump(mode="json"))
         else:
-            sys.stdout.write(f"{answer.get('message')}\n")
-        if wait_s and answer.get("state") != "removed":
-            fail(f"node {node_id} is still {answer.get('state')} after {wait_s:g} s (its jobs run on)", 1)
+            sys.stdout.write(f"{answer.message}\n")
+        if wait_s and answer.state != "removed":
+            fail(f"node {node_id} is still {answer.state} after {wait_s:g} s (its jobs run on)", 1)
         if target is not None:
             sys.stderr.write(stop_remote_agent(target, port, identity, known_hosts, remote_dir) + "\n")
 

@@ -17,6 +17,7 @@ from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import print_problem_and_exit, server_option
 from scalar.cli.output import Col, make_table, print_json, say, show, when, wide_option
 from scalar.runtime.auth import AuthError, parse_expires_in
+from scalar.wire.auth import AuditOut, TokenCreated, TokenListOut, TokenOut
 
 TOKEN_COLUMNS = [
     Col("id", "id"),
@@ -96,10 +97,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(created)
             return
-        sys.stdout.write(f"{created['token']}\n")
-        expires = created.get("expires_at") or "never"
+        made = TokenCreated.model_validate(created)
+        sys.stdout.write(f"{made.token}\n")
+        expires = made.expires_at or "never"
         sys.stderr.write(
-            f"created token {created['id']} for tenant {created['tenant']} ({created['role']}, "
+            f"created token {made.id} for tenant {made.tenant} ({made.role}, "
             f"expires {expires}); it is "
             "shown only now: keep it somewhere safe (e.g. export SCALAR_TOKEN=...)\n"
         )
@@ -119,15 +121,15 @@ def register(app: typer.Typer) -> None:
             return
         rows = [
             [
-                t.get("id"),
-                t.get("tenant"),
-                t.get("role"),
-                t.get("name"),
-                when(t.get("created_at")),
-                when(t.get("expires_at")) if t.get("expires_at") else "never",
-                when(t.get("revoked_at")),
+                t.id,
+                t.tenant,
+                t.role,
+                t.name,
+                when(t.created_at),
+                when(t.expires_at) if t.expires_at else "never",
+                when(t.revoked_at),
             ]
-            for t in page.get("tokens", [])
+            for t in TokenListOut.model_validate(page).tokens
         ]
         if not rows:
             say("no tokens yet: create one with `scalar token create --tenant NAME`")
@@ -142,8 +144,8 @@ def register(app: typer.Typer) -> None:
         token: str | None = token_option(),
     ) -> None:
         """Revoke a token: every request with it is refused from now on."""
-        revoked = _call(server, token, lambda c: c.revoke_token(token_id))
-        sys.stdout.write(f"revoked {revoked['id']} (tenant {revoked['tenant']}, {revoked['role']})\n")
+        revoked = TokenOut.model_validate(_call(server, token, lambda c: c.revoke_token(token_id)))
+        sys.stdout.write(f"revoked {revoked.id} (tenant {revoked.tenant}, {revoked.role})\n")
 
     @app.command("audit")
     @user_errors
@@ -162,16 +164,8 @@ def register(app: typer.Typer) -> None:
             print_json(page)
             return
         rows = [
-            [
-                e.get("id"),
-                when(e.get("at")),
-                e.get("tenant"),
-                e.get("actor"),
-                e.get("action"),
-                e.get("entity_id"),
-                _details(e.get("data") or {}),
-            ]
-            for e in page.get("entries", [])
+            [e.id, when(e.at), e.tenant, e.actor, e.action, e.entity_id, _details(e.data)]
+            for e in AuditOut.model_validate(page).entries
         ]
         if not rows:
             filters = " ".join(f"--{k} {v}" for k, v in (("tenant", tenant), ("action", action)) if v)

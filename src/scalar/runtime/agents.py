@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from scalar import __version__
 from scalar.domain.market import NodeEvent, NodeState
@@ -44,12 +44,16 @@ from scalar.store import agents as repo
 from scalar.store.auth import AuditEntry, add_audit
 from scalar.wire.agent import (
     PROTOCOL,
+    AgentOut,
     Assignment,
     AssignmentReport,
     Heartbeat,
     HeartbeatReply,
+    JobLogsOut,
+    JoinTokenOut,
     JoinTokenRequest,
     LogChunk,
+    NodeRemoveOut,
     RegisterReply,
     RegisterRequest,
 )
@@ -139,7 +143,7 @@ class AgentService:
 
     # ---- join tokens ---------------------------------------------------------------------------------
 
-    def create_join_token(self, request: JoinTokenRequest) -> dict[str, Any]:
+    def create_join_token(self, request: JoinTokenRequest) -> JoinTokenOut:
         now = self.clock()
         token = "sjt_" + secrets.token_urlsafe(24)
         expires = now + timedelta(seconds=request.ttl_s)
@@ -156,14 +160,14 @@ class AgentService:
         )
         with self._store().write() as tx:
             repo.add_join_token(tx.conn, row)
-        return {
-            "token": token,
-            "provider": row.provider,
-            "tier": row.tier,
-            "node_id": row.node_id,
-            "expires_at": expires.isoformat(),
-            "price_per_gpu_hour": str(row.price_per_gpu_hour),
-        }
+        return JoinTokenOut(
+            token=token,
+            provider=row.provider,
+            tier=row.tier,
+            node_id=row.node_id,
+            expires_at=expires,
+            price_per_gpu_hour=row.price_per_gpu_hour,
+        )
 
     # ---- registration --------------------------------------------------------------------------------
 
@@ -468,7 +472,7 @@ class AgentService:
 
     # ---- removing a user-owned host (``scalar node remove``) -------------------------------------------
 
-    def remove_node(self, node_id: str, *, force: bool, actor: str) -> dict[str, Any]:
+    def remove_node(self, node_id: str, *, force: bool, actor: str) -> NodeRemoveOut:
         """Drain a user-owned host, then end its block and refuse its agent's token (410, the agent exits).
 
         Nothing new is placed on it; its jobs finish, or with ``force`` are requeued as when the node is lost.
@@ -495,7 +499,7 @@ class AgentService:
                 )
             block_id = str(agent.facts["block_id"])
             jobs = [str(j) for j in (node.data.get("jobs") or [])] if node is not None else []
-            state = REMOVED if agent.lease_state == REMOVED else "removing"
+            state: Literal["removing", "removed"] = "removed" if agent.lease_state == REMOVED else "removing"
             if state != REMOVED:
                 before = agent.facts.get("removal") or {}
                 removal = {
@@ -517,14 +521,14 @@ class AgentService:
             if jobs
             else "its block ends at the next step"
         )
-        return {
-            "node_id": node_id,
-            "block_id": block_id,
-            "force": bool(force),
-            "state": state,
-            "jobs": jobs,
-            "message": f"node {node_id}: nothing new is placed on it; {then}",
-        }
+        return NodeRemoveOut(
+            node_id=node_id,
+            block_id=block_id,
+            force=bool(force),
+            state=state,
+            jobs=jobs,
+            message=f"node {node_id}: nothing new is placed on it; {then}",
+        )
 
     def _retire(self, tx: Any, agent: repo.AgentRow, now: datetime) -> bool:
         """A host being removed whose node has ended: refuse its agent's token from now on (True)."""
@@ -591,7 +595,7 @@ class AgentService:
                 repo.delete_job_logs(tx.conn, doomed)
         return doomed
 
-    def job_logs(self, job_id: str, offset: int, attempt: int | None) -> dict[str, Any] | None:
+    def job_logs(self, job_id: str, offset: int, attempt: int | None) -> JobLogsOut | None:
         """The job's output from ``offset`` on (its latest attempt unless ``attempt``); None: no such job."""
         with self._store().read() as tx:
             job = tx.get_projection("jobs", job_id)
@@ -610,29 +614,29 @@ class AgentService:
                 shipped = (row.report or {}).get("log_bytes")
                 if shipped is not None and offset + len(data) < int(shipped):
                     finished = False
-        return {
-            "job_id": job_id,
-            "attempt": None if row is None else row.attempt,
-            "offset": offset,
-            "next_offset": offset + len(data),
-            "data": data.decode("utf-8", errors="replace"),
-            "finished": finished,
-        }
+        return JobLogsOut(
+            job_id=job_id,
+            attempt=None if row is None else row.attempt,
+            offset=offset,
+            next_offset=offset + len(data),
+            data=data.decode("utf-8", errors="replace"),
+            finished=finished,
+        )
 
-    def agents(self) -> list[dict[str, Any]]:
+    def agents(self) -> list[AgentOut]:
         with self._store().read() as tx:
             rows = repo.list_agents(tx.conn)
         return [
-            {
-                "node_id": a.node_id,
-                "provider": a.provider,
-                "hostname": a.hostname,
-                "version": a.version,
-                "lease_state": a.lease_state,
-                "last_seen_at": a.last_seen_at.isoformat(),
-                "last_seq": a.last_seq,
-                "facts": a.facts,
-            }
+            AgentOut(
+                node_id=a.node_id,
+                provider=a.provider,
+                hostname=a.hostname,
+                version=a.version,
+                lease_state=a.lease_state,
+                last_seen_at=a.last_seen_at.isoformat(),
+                last_seq=a.last_seq,
+                facts=a.facts,
+            )
             for a in rows
         ]
 

@@ -32,6 +32,7 @@ from scalar.store import auth as repo
 from scalar.store import budget as ledger
 from scalar.store.auth import AuditEntry, StoredAuditEntry, StoredToken
 from scalar.store.schema_auth import ROLES
+from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 
 DEFAULT_TENANT = "default"
 SYSTEM_TENANT = "(system)"
@@ -128,29 +129,29 @@ def parse_expires_in(text: str | None) -> timedelta | None:
     return lifetime
 
 
-def token_json(token: StoredToken) -> dict[str, Any]:
+def token_out(token: StoredToken) -> TokenOut:
     """A token as the API shows it: never the secret, nor its hash."""
-    return {
-        "id": token.id,
-        "tenant": token.tenant,
-        "role": token.role,
-        "name": token.name,
-        "created_at": token.created_at.isoformat(),
-        "revoked_at": None if token.revoked_at is None else token.revoked_at.isoformat(),
-        "expires_at": None if token.expires_at is None else token.expires_at.isoformat(),
-    }
+    return TokenOut(
+        id=token.id,
+        tenant=token.tenant,
+        role=token.role,
+        name=token.name,
+        created_at=token.created_at.isoformat(),
+        revoked_at=None if token.revoked_at is None else token.revoked_at.isoformat(),
+        expires_at=None if token.expires_at is None else token.expires_at.isoformat(),
+    )
 
 
-def audit_json(entry: StoredAuditEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "at": entry.at.isoformat(),
-        "tenant": entry.tenant,
-        "actor": entry.actor,
-        "action": entry.action,
-        "entity_id": entry.entity_id,
-        "data": entry.data or {},
-    }
+def audit_out(entry: StoredAuditEntry) -> AuditEntryOut:
+    return AuditEntryOut(
+        id=entry.id,
+        at=entry.at.isoformat(),
+        tenant=entry.tenant,
+        actor=entry.actor,
+        action=entry.action,
+        entity_id=entry.entity_id,
+        data=entry.data or {},
+    )
 
 
 class TokenService:
@@ -168,7 +169,7 @@ class TokenService:
         *,
         actor: str = "(local)",
         expires_in: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokenCreated:
         """A new token; the result's ``token`` is the only time the token is shown. ``expires_in``:
         see ``parse_expires_in`` (default 90 days; ``never`` for none)."""
         check_tenant(tenant)
@@ -187,7 +188,7 @@ class TokenService:
             repo.add_audit(
                 tx.conn, [AuditEntry(now, tenant, actor, "token.create", token_id, {"role": role})]
             )
-        return {**token_json(stored), "token": token}
+        return TokenCreated(**token_out(stored).model_dump(), token=token)
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of a valid, unrevoked, unexpired token, else ``None`` (whatever was wrong)."""
@@ -205,11 +206,11 @@ class TokenService:
             return None
         return Principal(stored.id, stored.tenant, stored.role)
 
-    def list_all(self) -> list[dict[str, Any]]:
+    def list_all(self) -> list[TokenOut]:
         with self._store().read() as tx:
-            return [token_json(t) for t in repo.list_tokens(tx.conn)]
+            return [token_out(t) for t in repo.list_tokens(tx.conn)]
 
-    def revoke(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]:
+    def revoke(self, token_id: str, *, actor: str = "(local)") -> TokenOut:
         """Revoke a token (at once: the next request with it is refused); ``KeyError`` if unknown."""
         now = self._clock()
         with self._store().write() as tx:
@@ -220,7 +221,7 @@ class TokenService:
                 repo.add_audit(tx.conn, [AuditEntry(now, stored.tenant, actor, "token.revoke", token_id)])
             stored = repo.get_token(tx.conn, token_id)
         assert stored is not None
-        return token_json(stored)
+        return token_out(stored)
 
     def foreign_job_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` are other tenants' jobs."""
@@ -241,14 +242,14 @@ class TokenService:
         after_id: int = 0,
         limit: int = 100,
         before_id: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[AuditEntryOut]:
         """Audit rows past ``after_id`` in the order written; with ``before_id``: the rows before it,
         newest first (a page back)."""
         with self._store().read() as tx:
             rows = repo.list_audit(
                 tx.conn, tenant=tenant, action=action, after_id=after_id, limit=limit, before_id=before_id
             )
-        return [audit_json(r) for r in rows]
+        return [audit_out(r) for r in rows]
 
 
 # ---- jobs by tenant ----------------------------------------------------------------------------------
@@ -474,7 +475,7 @@ def ensure_local_admin_token(service: TokenService, data_dir: Path) -> str | Non
     if existing is not None and service.authenticate(existing) is not None:
         return None
     created = service.create(DEFAULT_TENANT, "admin", "local admin (scalar up)", expires_in="never")
-    token = str(created["token"])
+    token = created.token
     write_token_file(path, token)
     return token
 

@@ -175,7 +175,7 @@ def nodes_mode(settings: Settings, sellers: Sellers, agents: AgentService) -> No
 
     def join_token(node_id: str) -> str:
         request = JoinTokenRequest(provider=SFCOMPUTE, ttl_s=config.join_token_ttl_s, node_id=node_id)
-        return str(agents.create_join_token(request)["token"])
+        return agents.create_join_token(request).token
 
     agent = AgentBootstrap(
         controller_url=config.controller_url, join_token="", python=config.python, pip_spec=config.pip_spec

@@ -44,7 +44,8 @@ from scalar.runtime.plane.market import MarketService
 from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
 from scalar.store import Store
-from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.agent import JoinTokenOut, JoinTokenRequest
+from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.budgets import BudgetsOut
 from scalar.wire.market import MarketOut, OfferRowOut
 from scalar.wire.orderbook import OrderbookResponse
@@ -230,13 +231,13 @@ class ControlPlane:
         *,
         actor: str = "(local)",
         expires_in: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokenCreated:
         return self.access.create_token(tenant, role, name, actor=actor, expires_in=expires_in)
 
-    def list_tokens(self) -> list[dict[str, Any]]:
+    def list_tokens(self) -> list[TokenOut]:
         return self.access.list_tokens()
 
-    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]:
+    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> TokenOut:
         return self.access.revoke_token(token_id, actor=actor)
 
     def audit(
@@ -246,7 +247,7 @@ class ControlPlane:
         after_id: int = 0,
         limit: int = 100,
         before_id: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[AuditEntryOut]:
         return self.access.audit(tenant, action, after_id, limit, before_id)
 
     def budgets(self) -> BudgetsOut:
@@ -294,8 +295,8 @@ class ControlPlane:
 
     def create_join_token(
         self, provider: str = "local", tier: str = "FAST", ttl_s: float = 3600.0, node_id: str | None = None
-    ) -> dict[str, Any]:
-        """A one-time token for ``scalar agent --join-token``: ``{token, provider, tier, node_id, ...}``."""
+    ) -> JoinTokenOut:
+        """A one-time token for ``scalar agent --join-token`` (``token``, ``provider``, ``tier``, ...)."""
         request = JoinTokenRequest(provider=provider, tier=tier, ttl_s=ttl_s, node_id=node_id)
         return self.agents.create_join_token(request)
 

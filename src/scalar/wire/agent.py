@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
@@ -195,6 +195,23 @@ class NodeRemoveOut(_Model):
     state: Literal["removing", "removed"]
     jobs: list[str]
     message: str
+
+
+class AgentOut(_Model):
+    """A registered node agent: its host, version, lease and the facts it reported at registration."""
+
+    node_id: str
+    provider: str
+    hostname: str
+    version: str
+    lease_state: str = Field(description="its lease (e.g. active, suspect, lost; removed once refused)")
+    last_seen_at: str
+    last_seq: int
+    facts: dict[str, Any]
+
+
+class AgentsOut(_Model):
+    agents: list[AgentOut]
 
 
 class JobLogsOut(_Model):

@@ -21,8 +21,13 @@ ENDPOINT_STATES = ("active", "deleted")
 REQUEST_STATUSES = tuple(s.value for s in RequestStatus)
 
 
+def _unknown(value: Any) -> bool:
+    """A field RunPod leaves out of an answer until it is known."""
+    return value is None
+
+
 class WorkerOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """One of an endpoint's workers (a job of the control plane that serves its requests)."""
 
     id: str
     state: str = Field(
@@ -32,6 +37,13 @@ class WorkerOut(BaseModel):
     job_id: str | None = None
     gpu_group: str | None = None
     reason: str | None = None
+    gpu_model: str | None = Field(default=None, description="the GPU model of the node it runs on")
+    node_id: str | None = None
+    served: int = Field(default=0, description="how many requests it has finished")
+    created_at: str | None = None
+    started_at: str | None = None
+    ready_at: str | None = None
+    stopped_at: str | None = None
 
 
 class ScalingDecisionOut(BaseModel):
@@ -43,10 +55,61 @@ class ScalingDecisionOut(BaseModel):
     workers_target: int
 
 
+class WorkerCountsOut(BaseModel):
+    """RunPod's ``/health`` workers: ``ready`` is idle plus running; ``throttled`` wait for GPUs;
+    ``unhealthy`` were lost in the last ten minutes."""
+
+    idle: int
+    initializing: int
+    ready: int
+    running: int
+    throttled: int
+    unhealthy: int
+
+
+class RequestCountsOut(BaseModel):
+    """RunPod's ``/health`` jobs: ``failed`` counts timed-out requests too."""
+
+    completed: int
+    failed: int
+    inProgress: int
+    inQueue: int
+    retried: int
+
+
+class HealthOut(BaseModel):
+    workers: WorkerCountsOut
+    jobs: RequestCountsOut
+
+
+class LatencyOut(BaseModel):
+    """Milliseconds from submission to completion over the latest completed requests."""
+
+    p50: float | None = None
+    p99: float | None = None
+    samples: int
+
+
+class EndpointCostOut(BaseModel):
+    """Worker-hours and their cost (the node's price per GPU-hour times the worker's GPUs), exact."""
+
+    worker_hours: float
+    cost_usd: str
+    cost_per_1000_requests_usd: str | None = None
+
+
+class StartErrorOut(BaseModel):
+    """The latest worker that failed to start (its handler did not load, its process ended early)."""
+
+    at: str
+    worker_id: str | None = None
+    error: str
+    message: str
+    retry_after: str
+
+
 class EndpointOut(BaseModel):
     """An endpoint: its normalized spec, workers, RunPod-style health, latency, cost and scaling decisions."""
-
-    model_config = ConfigDict(extra="allow")
 
     id: str
     name: str
@@ -58,11 +121,16 @@ class EndpointOut(BaseModel):
     workers: list[WorkerOut] = Field(description="active workers, oldest first, at most workers_limit")
     workers_count: int = Field(description="how many active workers there are in all")
     workers_truncated: bool = Field(description="true when workers shows only the first workers_limit")
-    health: dict[str, Any]
-    latency_ms: dict[str, Any]
-    cost: dict[str, Any]
+    health: HealthOut
+    latency_ms: LatencyOut
+    cost: EndpointCostOut
     no_workers_reason: str | None = None
     scaling: list[ScalingDecisionOut]
+    # after the fields above, in the order the answer has always had them
+    remote_id: str | None = Field(default=None, description="the endpoint's id at RunPod (target runpod)")
+    created_at: str | None = None
+    updated_at: str | None = None
+    start_error: StartErrorOut | None = None
 
 
 class EndpointListOut(BaseModel):
@@ -142,8 +210,6 @@ class RunAccepted(BaseModel):
 class RequestStatusOut(BaseModel):
     """RunPod's job status; times in milliseconds."""
 
-    model_config = ConfigDict(extra="allow")
-
     id: str
     status: str = Field(json_schema_extra=one_of(REQUEST_STATUSES))
     delayTime: int | None = None
@@ -155,11 +221,6 @@ class RequestStatusOut(BaseModel):
     retries: int = 0
 
 
-class HealthOut(BaseModel):
-    workers: dict[str, int]
-    jobs: dict[str, int]
-
-
 class StreamChunk(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -167,14 +228,16 @@ class StreamChunk(BaseModel):
 
 
 class StreamOut(BaseModel):
-    """RunPod's stream answer: the status and the chunks not returned before (each exactly once)."""
-
-    model_config = ConfigDict(extra="allow")
+    """RunPod's stream answer: the status and the chunks not returned before (each exactly once).
+    ``delayTime``, ``executionTime`` and ``workerId`` are sent only once known (as RunPod does)."""
 
     id: str
     status: str
     stream: list[StreamChunk] = Field(description="always present; empty when nothing new came")
     error: str | None = None
+    delayTime: int | None = Field(default=None, exclude_if=_unknown)
+    executionTime: int | None = Field(default=None, exclude_if=_unknown)
+    workerId: str | None = Field(default=None, exclude_if=_unknown)
 
 
 class PurgeOut(BaseModel):

@@ -17,6 +17,7 @@ from typing import Any
 
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.gpus import CudaVersion, GpuGroup
+from scalar.wire.endpoints_api import EndpointOut
 
 FUNCTION_WORKER_MODULE = "scalar.agent.function_worker"
 FUNCTION_WORKER_COMMAND = ("sh", "-c", f'exec "${{SCALAR_PYTHON:-python3}}" -u -m {FUNCTION_WORKER_MODULE}')
@@ -125,13 +126,13 @@ def _cuda_floor(spec: Mapping[str, Any]) -> str | None:
     return cuda[0] if sorted(cuda, key=known.index) == known[known.index(cuda[0]) :] else None
 
 
-def endpoint_out(view: Mapping[str, Any]) -> dict[str, Any]:
+def endpoint_out(view: EndpointOut) -> dict[str, Any]:
     """An endpoint view (``EndpointService.get``) as RunPod's ``Endpoint``."""
-    spec = view["spec"]
+    spec = view.spec
     floor = _cuda_floor(spec)
     return {
-        "id": view["id"],
-        "name": view["name"],
+        "id": view.id,
+        "name": view.name,
         "gpuIds": spec.get("gpuIds"),
         "gpuCount": spec.get("gpuCount"),
         # every version from one up reads as RunPod's minCudaVersion with "" allowed (RunPod's clients know
@@ -148,21 +149,21 @@ def endpoint_out(view: Mapping[str, Any]) -> dict[str, Any]:
         "workersStandby": 0,
         "workersPFBTarget": 0,
         "type": "QB",
-        "templateId": template_id(view["id"]),
+        "templateId": template_id(view.id),
         "template": template_out(view),
-        "userId": view.get("tenant"),
+        "userId": view.tenant,
         "version": 0,
-        "createdAt": view.get("created_at"),
+        "createdAt": view.created_at,
     }
 
 
-def template_out(view: Mapping[str, Any]) -> dict[str, Any]:
+def template_out(view: EndpointOut) -> dict[str, Any]:
     """An endpoint's template as RunPod's ``PodTemplate``: its image, env and container disk."""
-    spec = view["spec"]
+    spec = view.spec
     env = spec.get("env") or {}
     return {
-        "id": template_id(view["id"]),
-        "name": f"{view['name']}__template",
+        "id": template_id(view.id),
+        "name": f"{view.name}__template",
         "imageName": spec.get("imageName"),
         "containerDiskInGb": spec.get("containerDiskInGb"),
         "dockerArgs": "",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +41,7 @@ from scalar.runtime.secrets import SecretBox, SecretError, is_sealed
 from scalar.store import Store
 from scalar.store import agents as agents_repo
 from scalar.store import endpoints as repo
+from scalar.wire.endpoint_workers import DeliveredRequest, NextReply
 
 WORKER_TOKEN_ENV = "SCALAR_WORKER_TOKEN"
 LOAD_FAILED = "worker_failed"  # the scaling record of a handler that could not be loaded
@@ -192,6 +194,18 @@ def recent_load_failure(store: Store, endpoint_id: str, now: datetime, backoff_s
 # ---------------------------------------------------------------------------------------------- serving
 
 
+@dataclass(frozen=True)
+class CallingWorker:
+    """A worker whose process called with its credential: its row's state and its job as it is now."""
+
+    id: str
+    state: str
+    reason: str | None
+    served: int
+    ready_at: datetime | None
+    job: Mapping[str, Any]
+
+
 class AgentWorkerService:
     """The controller's side of the worker process's calls. ``store``, ``clock`` and ``box`` are the
     control plane's (``box`` opens the sealed worker token)."""
@@ -203,7 +217,7 @@ class AgentWorkerService:
         self.clock = clock
         self._box = box
 
-    def _worker(self, tx: Any, endpoint_id: str, worker_id: str, token: str) -> dict[str, Any]:
+    def _worker(self, tx: Any, endpoint_id: str, worker_id: str, token: str) -> CallingWorker:
         worker = repo.get_worker(tx.conn, worker_id)
         if worker is None or worker["endpoint_id"] != endpoint_id:
             raise AgentWorkerError(
@@ -227,21 +241,27 @@ class AgentWorkerService:
                 f"wrong worker token for worker {worker_id}",
                 f"the agent passes the token in ${WORKER_TOKEN_ENV}; run the worker only as its assignment",
             )
-        worker["_job"] = job.data if job is not None else {}
-        return worker
+        return CallingWorker(
+            id=worker["id"],
+            state=worker["state"],
+            reason=worker["reason"],
+            served=int(worker["served"] or 0),
+            ready_at=worker["ready_at"],
+            job=job.data if job is not None else {},
+        )
 
     @staticmethod
-    def _fenced(worker: Mapping[str, Any], attempt: int) -> str | None:
+    def _fenced(worker: CallingWorker, attempt: int) -> str | None:
         """Why calls from this attempt are no longer the worker's, or None."""
-        job = worker["_job"]
+        job = worker.job
         current = int(job.get("preemptions") or 0) + 1
         if job.get("state") not in LIVE_JOB_STATES or attempt != current:
             return (
                 f"attempt {attempt} of job {job.get('id')} is stale (the job is {job.get('state')}, attempt "
                 f"{current})"
             )
-        if not WorkerState(worker["state"]).active:
-            return f"worker {worker['id']} is {worker['state']}: {worker['reason']}"
+        if not WorkerState(worker.state).active:
+            return f"worker {worker.id} is {worker.state}: {worker.reason}"
         return None
 
     def authenticate(self, endpoint_id: str, worker_id: str, token: str) -> None:
@@ -255,17 +275,18 @@ class AgentWorkerService:
         token: str,
         attempt: int,
         skip: frozenset[tuple[str, int]] = frozenset(),
-    ) -> dict[str, Any]:
-        """One look for the worker: ``{stop, reason}``, ``{request}`` or ``{}`` (nothing yet). The first
-        look once the worker's job runs marks it ready (the process loaded its handler before calling)."""
+    ) -> NextReply:
+        """One look for the worker: ``stop`` with the reason, the ``request`` delivered to it, or neither
+        (nothing yet). The first look once the worker's job runs marks it ready (the process loaded its
+        handler before calling)."""
         store = self._store()
         with store.read() as tx:
             worker = self._worker(tx, endpoint_id, worker_id, token)
             running = repo.requests_in(tx.conn, endpoint_id, RequestStatus.IN_PROGRESS.value)
         why = self._fenced(worker, attempt)
         if why is not None:
-            return {"stop": True, "reason": why}
-        if worker["state"] == WorkerState.INITIALIZING.value and worker["ready_at"] is None:
+            return NextReply(stop=True, reason=why)
+        if worker.state == WorkerState.INITIALIZING.value and worker.ready_at is None:
             now = self.clock()
             with store.write() as tx:
                 again = repo.get_worker(tx.conn, worker_id)
@@ -276,12 +297,12 @@ class AgentWorkerService:
                             worker_id,
                             {"ready_at": now, "reason": f"its handler is loaded on {again['node_id']}"},
                         )
-            return {}
+            return NextReply()
         mine = [r for r in running if r["worker_id"] == worker_id and (r["id"], r["attempts"]) not in skip]
         if not mine:
-            return {}
+            return NextReply()
         req = mine[0]
-        return {"request": {"id": req["id"], "input": req["input"], "delivery": req["attempts"]}}
+        return NextReply(request=DeliveredRequest(id=req["id"], input=req["input"], delivery=req["attempts"]))
 
     def result(
         self,
@@ -331,9 +352,9 @@ class AgentWorkerService:
                 values.update(status=RequestStatus.FAILED.value, output=output, error=error)
             if not repo.update_request_if(tx.conn, request_id, RequestStatus.IN_PROGRESS.value, values):
                 return False, f"request {request_id} is no longer in progress"
-            changes: dict[str, Any] = {"served": int(worker["served"] or 0) + 1}
-            if stop_pod and WorkerState(worker["state"]).active:
-                check_worker_move(WorkerState(worker["state"]), WorkerState.STOPPING)
+            changes: dict[str, Any] = {"served": worker.served + 1}
+            if stop_pod and WorkerState(worker.state).active:
+                check_worker_move(WorkerState(worker.state), WorkerState.STOPPING)
                 changes.update(
                     state=WorkerState.STOPPING.value,
                     reason=f"refresh_worker after request {request_id}: a fresh worker replaces it",
@@ -363,7 +384,7 @@ class AgentWorkerService:
             why = self._fenced(worker, attempt)
             if why is not None:
                 return f"ignored (fenced): {why}"
-            check_worker_move(WorkerState(worker["state"]), WorkerState.LOST)
+            check_worker_move(WorkerState(worker.state), WorkerState.LOST)
             repo.update_worker(
                 tx.conn,
                 worker_id,

@@ -59,6 +59,34 @@ class Finished:
     stop_pod: bool = False  # refresh_worker: the process was stopped after the request
 
 
+@dataclass(frozen=True, slots=True)
+class HandlerMessage:
+    """One line the handler process writes (``handler_process.py``): its hello (``ready``, or the load
+    ``error``), a ``chunk`` a streaming handler yielded, or a request's answer (``output``, ``error``,
+    ``stop_pod``)."""
+
+    ready: bool = False
+    error: str | None = None
+    is_chunk: bool = False
+    chunk: Any = None
+    output: Any = None
+    stop_pod: bool = False
+
+    @classmethod
+    def parse(cls, line: str) -> HandlerMessage:
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError(f"the handler process wrote {type(data).__name__}, not an object")
+        return cls(
+            ready=bool(data.get("ready")),
+            error=data.get("error"),
+            is_chunk="chunk" in data,
+            chunk=data.get("chunk"),
+            output=data.get("output"),
+            stop_pod=bool(data.get("stop_pod")),
+        )
+
+
 class _Process:
     def __init__(
         self, handler: str, cwd: Path | None, flags: Sequence[str] = (), env: Mapping[str, str] | None = None
@@ -76,30 +104,29 @@ class _Process:
         self.ready: bool | None = None
         self.error: str | None = None
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> HandlerMessage:
         assert self.popen.stdout is not None
         line = self.popen.stdout.readline()
         if not line:
             raise RuntimeError(f"the handler process exited (code {self.popen.poll()})")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        return HandlerMessage.parse(line)
 
-    def call(self, job: dict[str, Any], on_chunk: Callable[[Any], None]) -> dict[str, Any]:
+    def call(self, job: dict[str, Any], on_chunk: Callable[[Any], None]) -> HandlerMessage:
         with self.lock:
             if self.ready is None:
                 hello = self._read()
-                self.ready = bool(hello.get("ready"))
-                self.error = hello.get("error")
+                self.ready = hello.ready
+                self.error = hello.error
             if not self.ready:
-                return {"error": f"the handler could not be loaded: {self.error}"}
+                return HandlerMessage(error=f"the handler could not be loaded: {self.error}")
             assert self.popen.stdin is not None
             self.popen.stdin.write(json.dumps(job) + "\n")
             self.popen.stdin.flush()
             while True:
                 answer = self._read()
-                if "chunk" not in answer:
+                if not answer.is_chunk:
                     return answer
-                on_chunk(answer["chunk"])
+                on_chunk(answer.chunk)
 
     def kill(self) -> None:
         if self.popen.poll() is None:
@@ -149,11 +176,8 @@ class LocalWorkers:
 
         try:
             answer = process.call(job, chunk)
-            stop_pod = bool(answer.get("stop_pod"))
-            done = Finished(
-                request_id, worker_id, answer.get("output"), answer.get("error"), stop_pod=stop_pod
-            )
-            if stop_pod:
+            done = Finished(request_id, worker_id, answer.output, answer.error, stop_pod=answer.stop_pod)
+            if answer.stop_pod:
                 self.stop(worker_id)
         except Exception as exc:  # the process died under the request: the worker is lost
             self.stop(worker_id)

@@ -32,6 +32,7 @@ from scalar.runtime.endpoints import agent_workers
 from scalar.runtime.endpoints.local_workers import Finished
 from scalar.runtime.endpoints.records import handler_flags, spec_from_row, worker_command
 from scalar.store import endpoints as repo
+from scalar.wire.endpoints_api import EndpointCostOut
 
 if TYPE_CHECKING:
     from scalar.runtime.endpoints.service import EndpointService
@@ -579,7 +580,7 @@ def _write(
 
 def cost_summary(
     svc: EndpointService, workers: list[dict[str, Any]], counts: dict[str, int], now: datetime
-) -> dict[str, Any]:
+) -> EndpointCostOut:
     """Worker-hours and their cost (the node's price per GPU-hour times the worker's GPUs), exact."""
     seconds = 0.0
     cost = Decimal(0)
@@ -594,11 +595,11 @@ def cost_summary(
     completed = counts.get(RequestStatus.COMPLETED.value, 0)
     cost = cost.quantize(Decimal("0.000001"))
     per_1000 = None if completed == 0 else (cost * 1000 / completed).quantize(Decimal("0.0001"))
-    return {
-        "worker_hours": round(seconds / 3600, 4),
-        "cost_usd": str(cost),
-        "cost_per_1000_requests_usd": None if per_1000 is None else str(per_1000),
-    }
+    return EndpointCostOut(
+        worker_hours=round(seconds / 3600, 4),
+        cost_usd=str(cost),
+        cost_per_1000_requests_usd=None if per_1000 is None else str(per_1000),
+    )
 
 
 def no_workers_reason(

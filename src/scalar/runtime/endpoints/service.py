@@ -31,14 +31,27 @@ from scalar.runtime.endpoints.records import (
     health_counts,
     iso,
     request_status,
-    scaling_dict,
-    worker_dict,
+    scaling_out,
+    worker_out,
 )
 from scalar.runtime.endpoints.webhooks import WebhookSender, target_problem
 from scalar.store import Store
 from scalar.store import endpoints as repo
 from scalar.wire.endpoints import EndpointSpecFile, endpoint_to_json
-from scalar.wire.endpoints_api import MAX_WORKERS_SHOWN
+from scalar.wire.endpoints_api import (
+    MAX_WORKERS_SHOWN,
+    EndpointOut,
+    HealthOut,
+    LatencyOut,
+    LogLineOut,
+    MetricsOut,
+    PurgeOut,
+    RequestStatusOut,
+    RunAccepted,
+    StartErrorOut,
+    StreamChunk,
+    StreamOut,
+)
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +177,7 @@ class EndpointService:
         *,
         tenant: str = "default",
         admin: bool = False,
-    ) -> dict[str, Any]:
+    ) -> EndpointOut:
         """Validate and store a new endpoint of ``tenant``; ``InvalidSpecError`` naming the field if it is
         not valid. Names are unique among a tenant's active endpoints. A ``handler`` must match
         ``[endpoints] handlers`` unless ``admin`` (``HandlerNotAllowedError``)."""
@@ -205,7 +218,7 @@ class EndpointService:
         *,
         tenant: str | None = None,
         admin: bool = False,
-    ) -> dict[str, Any]:
+    ) -> EndpointOut:
         """Merge ``changes`` (spec fields) into the endpoint's spec and validate the result. A changed
         ``handler`` must match ``[endpoints] handlers`` unless ``admin`` (``HandlerNotAllowedError``)."""
         with self.store.read() as tx:
@@ -240,7 +253,7 @@ class EndpointService:
         assert found is not None
         return found
 
-    def delete(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+    def delete(self, endpoint_id: str, *, tenant: str | None = None) -> EndpointOut:
         """Delete: cancel the queued requests and every worker job; rows stay readable."""
         now = self.clock()
         with self.store.read() as tx:
@@ -276,7 +289,7 @@ class EndpointService:
 
     def get(
         self, endpoint_id: str, *, tenant: str | None = None, workers_limit: int = MAX_WORKERS_SHOWN
-    ) -> dict[str, Any] | None:
+    ) -> EndpointOut | None:
         """The endpoint with its workers (the first ``workers_limit`` active ones), health, latency, cost
         and latest scaling decisions; ``None`` if there is none (or, with ``tenant``, another tenant's)."""
         now = self.clock()
@@ -300,7 +313,7 @@ class EndpointService:
         workers_limit: int = MAX_WORKERS_SHOWN,
         after: tuple[datetime, str] | None = None,
         descending: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[EndpointOut]:
         """A page of endpoints in creation order (only ``tenant``'s, unless it is ``None``); ``after``: past
         that ``(created_at, id)`` in this order (``descending``: the other way)."""
         with self.store.read() as tx:
@@ -325,43 +338,43 @@ class EndpointService:
         scaling: list[dict[str, Any]],
         now: datetime,
         workers_limit: int = MAX_WORKERS_SHOWN,
-    ) -> dict[str, Any]:
+    ) -> EndpointOut:
         active = [w for w in workers if WorkerState(w["state"]).active]
         shown = max(0, min(workers_limit, MAX_WORKERS_SHOWN))
         health = health_counts(workers, counts, now)
         done = [r for r in recent if r["status"] == RequestStatus.COMPLETED.value and r["finished_at"]]
         latencies = sorted((r["finished_at"] - r["created_at"]).total_seconds() * 1000 for r in done)
-        return {
-            "id": row["id"],
-            "name": row["name"],
-            "tenant": row["tenant"],
-            "state": row["state"],
-            "target": row["target"],
-            "handler": row["handler"],
-            "remote_id": row["remote_id"],
-            "spec": row["spec"],
-            "created_at": iso(row["created_at"]),
-            "updated_at": iso(row["updated_at"]),
-            "workers": [worker_dict(w) for w in active[:shown]],
-            "workers_count": len(active),
-            "workers_truncated": len(active) > shown,
-            "health": health,
-            "latency_ms": {
-                "p50": _percentile(latencies, 0.5),
-                "p99": _percentile(latencies, 0.99),
-                "samples": len(latencies),
-            },
-            "cost": reconcile.cost_summary(self, workers, counts, now),
-            "no_workers_reason": reconcile.no_workers_reason(self, row, active, scaling),
-            "start_error": self._start_error(workers, scaling),
-            "scaling": [scaling_dict(s) for s in scaling],
-        }
+        return EndpointOut(
+            id=row["id"],
+            name=row["name"],
+            tenant=row["tenant"],
+            state=row["state"],
+            target=row["target"],
+            handler=row["handler"],
+            remote_id=row["remote_id"],
+            spec=row["spec"],
+            created_at=iso(row["created_at"]),
+            updated_at=iso(row["updated_at"]),
+            workers=[worker_out(w) for w in active[:shown]],
+            workers_count=len(active),
+            workers_truncated=len(active) > shown,
+            health=health,
+            latency_ms=LatencyOut(
+                p50=_percentile(latencies, 0.5),
+                p99=_percentile(latencies, 0.99),
+                samples=len(latencies),
+            ),
+            cost=reconcile.cost_summary(self, workers, counts, now),
+            no_workers_reason=reconcile.no_workers_reason(self, row, active, scaling),
+            start_error=self._start_error(workers, scaling),
+            scaling=[scaling_out(s) for s in scaling],
+        )
 
     def _start_error(
         self, workers: list[dict[str, Any]], scaling: list[dict[str, Any]]
-    ) -> dict[str, Any] | None:
+    ) -> StartErrorOut | None:
         """The latest worker that failed to start (its handler did not load, its process ended before it
-        asked for a request), unless a worker became ready since: ``{at, worker_id, error, retry_after}``."""
+        asked for a request), unless a worker became ready since."""
         failed = next((s for s in scaling if s["code"] == LOAD_FAILED), None)
         if failed is None:
             return None
@@ -369,15 +382,15 @@ class EndpointService:
         if readies and max(readies) > failed["at"]:
             return None
         data = failed.get("data") or {}
-        return {
-            "at": iso(failed["at"]),
-            "worker_id": data.get("worker_id"),
-            "error": str(data.get("error") or failed["message"]),
-            "message": failed["message"],
-            "retry_after": iso(failed["at"] + timedelta(seconds=self.refusal_backoff_s)),
-        }
+        return StartErrorOut(
+            at=failed["at"].isoformat(),
+            worker_id=data.get("worker_id"),
+            error=str(data.get("error") or failed["message"]),
+            message=failed["message"],
+            retry_after=(failed["at"] + timedelta(seconds=self.refusal_backoff_s)).isoformat(),
+        )
 
-    def logs(self, endpoint_id: str, limit: int = 100, *, tenant: str | None = None) -> list[dict[str, Any]]:
+    def logs(self, endpoint_id: str, limit: int = 100, *, tenant: str | None = None) -> list[LogLineOut]:
         """Scaling decisions, worker moves and requests, newest first."""
         with self.store.read() as tx:
             row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
@@ -385,31 +398,30 @@ class EndpointService:
                 raise EndpointNotFoundError(endpoint_id)
             scaling = repo.list_scaling(tx.conn, endpoint_id, limit)
             workers = repo.list_workers(tx.conn, endpoint_id)
-        lines: list[dict[str, Any]] = [
-            {"at": iso(s["at"]), "kind": "scaling", "code": s["code"], "message": s["message"]}
-            for s in scaling
+        lines = [
+            LogLineOut(at=iso(s["at"]), kind="scaling", code=s["code"], message=s["message"]) for s in scaling
         ]
         for w in workers:
             lines.append(
-                {
-                    "at": iso(w["stopped_at"] or w["ready_at"] or w["started_at"] or w["created_at"]),
-                    "kind": "worker",
-                    "code": w["state"],
-                    "message": f"worker {w['id']} ({w['gpu_group'] or 'no GPU yet'}): {w['state']}"
+                LogLineOut(
+                    at=iso(w["stopped_at"] or w["ready_at"] or w["started_at"] or w["created_at"]),
+                    kind="worker",
+                    code=w["state"],
+                    message=f"worker {w['id']} ({w['gpu_group'] or 'no GPU yet'}): {w['state']}"
                     + (f": {w['reason']}" if w["reason"] else ""),
-                }
+                )
             )
-        lines.sort(key=lambda line: line["at"] or "", reverse=True)
+        lines.sort(key=lambda line: line.at or "", reverse=True)
         return lines[:limit]
 
     # ---- requests (RunPod's data plane) --------------------------------------------------------------
 
-    def _active(self, endpoint_id: str, tenant: str | None = None) -> dict[str, Any]:
+    def _active(self, endpoint_id: str, tenant: str | None = None) -> None:
+        """The endpoint exists, is not deleted, and the caller may see it."""
         with self.store.read() as tx:
             row = visible(repo.get_endpoint(tx.conn, endpoint_id), tenant)
         if row is None or row["state"] != repo.ACTIVE:
             raise EndpointNotFoundError(endpoint_id)
-        return row
 
     def _visible_endpoint(self, endpoint_id: str, tenant: str | None) -> None:
         """The endpoint exists (deleted or not: its requests stay readable) and the caller may see it."""
@@ -427,7 +439,7 @@ class EndpointService:
         webhook: str | None = None,
         execution_timeout_ms: int | None = None,
         ttl_ms: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunAccepted:
         """Store a request (durable) and return ``{id, status: IN_QUEUE}``. RunPod's options: ``webhook``
         (gets the final status; ``InvalidSpecError`` naming it for a private target unless allowed),
         ``execution_timeout_ms`` (``policy.executionTimeout``: replaces the endpoint's limit for this
@@ -454,9 +466,9 @@ class EndpointService:
                     "expires_at": None if ttl_ms is None else now + timedelta(milliseconds=ttl_ms),
                 },
             )
-        return {"id": request_id, "status": RequestStatus.IN_QUEUE.value}
+        return RunAccepted(id=request_id, status=RequestStatus.IN_QUEUE.value)
 
-    def purge_queue(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+    def purge_queue(self, endpoint_id: str, *, tenant: str | None = None) -> PurgeOut:
         """RunPod's ``purge-queue``: every queued request is cancelled (those in progress run on)."""
         self._active(endpoint_id, tenant)
         now = self.clock()
@@ -467,7 +479,7 @@ class EndpointService:
         }
         with self.store.write() as tx:
             removed = repo.purge_queued(tx.conn, endpoint_id, values)
-        return {"removed": removed, "status": "completed"}
+        return PurgeOut(removed=removed, status="completed")
 
     def add_chunks(self, request_id: str, outputs: list[Any]) -> None:
         """Store what a streaming handler yielded for a request still in progress (a controller-run
@@ -477,7 +489,7 @@ class EndpointService:
             if row is not None and row["status"] == RequestStatus.IN_PROGRESS.value:
                 repo.add_chunks(tx.conn, request_id, outputs, self.clock(), MAX_STREAM_CHUNKS)
 
-    def stream(self, endpoint_id: str, request_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+    def stream(self, endpoint_id: str, request_id: str, *, tenant: str | None = None) -> StreamOut:
         """RunPod's ``stream``: the request's status and the chunks not returned before, each once
         (``stream`` is always there, empty when nothing new came)."""
         self._visible_endpoint(endpoint_id, tenant)
@@ -487,14 +499,17 @@ class EndpointService:
                 raise RequestNotFoundError(request_id)
             chunks = repo.take_chunks(tx.conn, request_id)
         status = request_status(row, self.clock())
-        body: dict[str, Any] = {"id": status["id"], "status": status["status"]}
-        body["stream"] = [{"output": chunk} for chunk in chunks]
-        for key in ("delayTime", "executionTime", "workerId", "error"):
-            if key in status:
-                body[key] = status[key]
-        return body
+        return StreamOut(
+            id=status.id,
+            status=status.status,
+            stream=[StreamChunk(output=chunk) for chunk in chunks],
+            error=status.error,
+            delayTime=status.delayTime,
+            executionTime=status.executionTime,
+            workerId=status.workerId,
+        )
 
-    def metrics(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+    def metrics(self, endpoint_id: str, *, tenant: str | None = None) -> MetricsOut:
         """What runpod-flash reads from ``/v2/{id}/metrics``: the health counts and the workers by id."""
         self._active(endpoint_id, tenant)
         now = self.clock()
@@ -502,16 +517,17 @@ class EndpointService:
             workers = repo.list_workers(tx.conn, endpoint_id)
             counts = repo.count_requests(tx.conn, endpoint_id)
         health = health_counts(workers, counts, now)
-        return {
-            **health,
-            "readyWorkers": [w["id"] for w in workers if w["state"] in ("idle", "busy")],
-            "initializingWorkers": [w["id"] for w in workers if w["state"] == "initializing"],
-            "throttledWorkers": [w["id"] for w in workers if w["state"] == "pending"],
-        }
+        return MetricsOut(
+            workers=health.workers,
+            jobs=health.jobs,
+            readyWorkers=[w["id"] for w in workers if w["state"] in ("idle", "busy")],
+            initializingWorkers=[w["id"] for w in workers if w["state"] == "initializing"],
+            throttledWorkers=[w["id"] for w in workers if w["state"] == "pending"],
+        )
 
     def request_status(
         self, endpoint_id: str, request_id: str, *, tenant: str | None = None
-    ) -> dict[str, Any]:
+    ) -> RequestStatusOut:
         """RunPod's status of a request; ``EndpointNotFoundError`` for an endpoint the caller cannot see,
         ``RequestNotFoundError`` for a request that is not the endpoint's."""
         self._visible_endpoint(endpoint_id, tenant)
@@ -523,7 +539,7 @@ class EndpointService:
 
     def cancel_request(
         self, endpoint_id: str, request_id: str, *, tenant: str | None = None
-    ) -> dict[str, Any]:
+    ) -> RequestStatusOut:
         """Cancel a queued or running request; a finished one stays as it is."""
         self._visible_endpoint(endpoint_id, tenant)
         now = self.clock()
@@ -539,7 +555,7 @@ class EndpointService:
                 assert row is not None
         return request_status(row, now)
 
-    def health(self, endpoint_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+    def health(self, endpoint_id: str, *, tenant: str | None = None) -> HealthOut:
         self._active(endpoint_id, tenant)
         now = self.clock()
         with self.store.read() as tx:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from scalar.domain.endpoint_scaling import RequestStatus
-from scalar.runtime.endpoints.records import request_status
+from scalar.runtime.endpoints.records import request_status, webhook_body
 from scalar.store import endpoints as repo
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class WebhookSender:
         error = target_problem(url, svc.webhook_allow_private, resolve=True)
         final = error is not None  # a refused target is not retried
         if error is None:
-            body = request_status(row, svc.clock())
+            body = webhook_body(request_status(row, svc.clock()))
             try:
                 with httpx.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
                     answer = client.post(url, json=body)

@@ -10,6 +10,7 @@ from scalar.runtime import auth as auth_mod
 from scalar.runtime import budgets as budgets_mod
 from scalar.runtime import secrets as secrets_mod
 from scalar.runtime.plane.core import PlaneCore
+from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.budgets import BudgetsOut
 
 
@@ -41,13 +42,13 @@ class AccessService:
         *,
         actor: str = "(local)",
         expires_in: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TokenCreated:
         return self.tokens.create(tenant, role, name, actor=actor, expires_in=expires_in)
 
-    def list_tokens(self) -> list[dict[str, Any]]:
+    def list_tokens(self) -> list[TokenOut]:
         return self.tokens.list_all()
 
-    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> dict[str, Any]:
+    def revoke_token(self, token_id: str, *, actor: str = "(local)") -> TokenOut:
         return self.tokens.revoke(token_id, actor=actor)
 
     def audit(
@@ -57,7 +58,7 @@ class AccessService:
         after_id: int = 0,
         limit: int = 100,
         before_id: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[AuditEntryOut]:
         return self.tokens.audit(tenant, action, after_id, limit, before_id)
 
     def budgets(self) -> BudgetsOut:

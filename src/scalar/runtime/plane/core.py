@@ -139,7 +139,7 @@ class PlaneCore:
             request = JoinTokenRequest(
                 provider=node.provider, tier=node.tier, ttl_s=cfg.join_token_ttl_s, node_id=node.node_id
             )
-            return str(self.agents.create_join_token(request)["token"])
+            return self.agents.create_join_token(request).token
 
         try:
             return KubernetesAgents.for_control_plane(s, lambda: store, join_token)
