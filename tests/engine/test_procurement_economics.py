@@ -9,10 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalar.domain.offers import AWS, Offer
-from scalar.engine import Controller
+from scalar.domain.market import NodeState
+from scalar.domain.offers import AWS, PRIME, Offer
+from scalar.engine import Controller, JobSpec
 from scalar.engine.config import ConfigError, ControllerConfig, ScaleGroupConfig
-from tests.engine.builders import at, buys, filled, market, ready, sf_offer, spec, starts, submit
+from tests.engine.builders import (
+    at,
+    buys,
+    filled,
+    market,
+    node_state,
+    ready,
+    sf_offer,
+    spec,
+    starts,
+    submit,
+)
 
 
 def aws(model: str, price_per_gpu: str, *, spot: bool, rate: float | None = None) -> Offer:
@@ -127,3 +139,80 @@ def test_a_bad_market_time_scale_is_refused_with_the_provider() -> None:
     with pytest.raises(ConfigError) as err:
         ControllerConfig.from_dict({"market_time_scales": {"sfcompute": 0}})
     assert err.value.field == "market_time_scales.sfcompute"
+
+
+# A 4-GPU, 20-vCPU spot pod of the preferred small-job seller holds one 12-core 1-GPU service ($0.20/h for
+# it); a 16-vCPU 1-GPU spot VM elsewhere holds it for $0.13/h, 1.54x less. Both 10% interruptions an hour.
+POD = Offer(
+    provider=PRIME,
+    instance_type="4xV100-spot",
+    region="fi",
+    price_per_hour=Decimal("0.20"),
+    gpu_model="V100",
+    gpu_count=4,
+    gpu_memory_gb=16,
+    vcpu=20,
+    memory_gb=90,
+    spot=True,
+    interruption_rate=0.10,
+)
+VM = Offer(
+    provider=AWS,
+    instance_type="1xT4-spot",
+    region="us-east-1",
+    price_per_hour=Decimal("0.13"),
+    gpu_model="T4",
+    gpu_count=1,
+    gpu_memory_gb=16,
+    vcpu=16,
+    memory_gb=110,
+    spot=True,
+    interruption_rate=0.10,
+)
+SPOT_ONLY = ControllerConfig(
+    scale_groups=(ScaleGroupConfig(name="spot", providers=(PRIME, AWS), spot=True, max_slices=8),),
+    interruption_period_hours=1.0,
+    fast_preference_limit=1.25,
+)
+
+
+def _service(hours: float) -> JobSpec:
+    return spec("svc", 1, vram=16, cpu=12, ram=40, duration=hours * 3600, models=("V100", "T4"))
+
+
+def test_a_short_fast_service_leaves_the_preferred_pod_seller_for_a_clearly_cheaper_host_a_long_one_stays() -> (
+    None
+):
+    # 30 minutes at 10%/h: about 0.05 interruptions, one boot is all it waits for; the VM is 1.54x cheaper.
+    [short] = buys(Controller(SPOT_ONLY).step(at(0), [market(POD, VM, book=None), *submit(_service(0.5))]))
+    assert short.request.provider == AWS
+    # 24 hours: about 2.5 interruptions, each a restart that waits for a new node: it stays on the pods.
+    [long] = buys(Controller(SPOT_ONLY).step(at(0), [market(POD, VM, book=None), *submit(_service(24))]))
+    assert long.request.provider == PRIME
+    # Within the limit (1.25x) the seed's preference holds for a short service too.
+    near = replace(VM, price_per_hour=Decimal("0.17"))
+    [kept] = buys(Controller(SPOT_ONLY).step(at(0), [market(POD, near, book=None), *submit(_service(0.5))]))
+    assert kept.request.provider == PRIME
+    # Off (the default), the seed's preference always holds.
+    off = replace(SPOT_ONLY, fast_preference_limit=None)
+    [pinned] = buys(Controller(off).step(at(0), [market(POD, VM, book=None), *submit(_service(0.5))]))
+    assert pinned.request.provider == PRIME
+
+
+@pytest.mark.parametrize("bad", [0.9, -1.0, float("nan"), True])
+def test_a_bad_fast_preference_limit_is_refused_with_the_field(bad: float) -> None:
+    with pytest.raises(ConfigError) as err:
+        ControllerConfig(fast_preference_limit=bad)
+    assert err.value.field == "fast_preference_limit"
+    assert ControllerConfig.from_dict({"fast_preference_limit": 1.25}).fast_preference_limit == 1.25
+
+
+def test_a_fast_service_back_from_an_interruption_restarts_on_the_preferred_pod_seller() -> None:
+    c = Controller(SPOT_ONLY)
+    [first] = buys(c.step(at(0), [market(POD, VM, book=None), *submit(_service(0.5))]))
+    assert first.request.provider == AWS
+    c.step(at(10), [filled(first, at(10))])
+    assert [s.job_id for s in starts(c.step(at(300), ready("blk-1-n0", when=at(300))))] == ["svc"]
+    actions = c.step(at(600), [node_state("blk-1-n0", NodeState.TERMINATED, at(600), why="preempted")])
+    [again] = buys(actions)
+    assert again.request.provider == PRIME

@@ -47,6 +47,8 @@ from scalar.domain.tier import Tier
 BLOCK_GPUS = 8  # an SFCompute node: 8xH100
 DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
 DEFAULT_HOST_COST_TOLERANCE = Decimal("1.10")
+# A short service: expected to end before this many interruptions on the host (hazard x expected hours).
+DEFAULT_SHORT_SERVICE_INTERRUPTIONS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,12 @@ class ProcurementPolicy:
     large_provider: str = SFCOMPUTE
     # A job is routed only to shapes hosting it within this factor of the cheapest host (``cost_band``).
     host_cost_tolerance: Decimal = DEFAULT_HOST_COST_TOLERANCE
+    # A FAST job keeps the seed's size rule (the preferred provider's pods boot fastest) unless it is a short
+    # service (first run, under ``short_service_interruptions`` expected interruptions on the host) and the
+    # preferred provider hosts it at more than ``fast_preference_limit`` x the cheapest such host (``None``,
+    # the default: the rule always holds; measured at 1.25). engine/cost_band.py.
+    fast_preference_limit: Decimal | None = None
+    short_service_interruptions: float = DEFAULT_SHORT_SERVICE_INTERRUPTIONS
     # Spot hazards (domain/contracts.py): a published interruption probability is per this many hours (the
     # Spot Advisor's bands are monthly); where none is published the seed's rate is assumed.
     interruption_period_hours: float = HOURS_PER_MONTH

@@ -294,14 +294,18 @@ def cost_band_step(
         assert job is not None
         key = _shape_key(job)
         checkpoint = rec.spec.checkpoint_interval_s
+        # A FAST service back from an interruption restarts where a node is READY soonest (cost_band.py).
+        restarted = job.tier is Tier.FAST and rec.preemptions > 0
         if rec.spec.command:
-            where = hosts.cheapest(job, where, alike[key], checkpoint)
+            where = hosts.cheapest(job, where, alike[key], checkpoint, restarted)
         else:
-            # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py).
-            cost_key = (key, job.expected_duration_sec, checkpoint) if job.tier is Tier.FLEX else key
+            # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py); a
+            # FAST job's band on its length and restarts only where short services may leave (cost_band.py).
+            by_length = job.tier is Tier.FLEX or policy.fast_preference_limit is not None
+            cost_key = (key, job.expected_duration_sec, checkpoint, restarted) if by_length else key
             found = cache.get(cost_key)
             if found is None:
-                found = cache[cost_key] = hosts.cheapest(job, where, alike[key], checkpoint)
+                found = cache[cost_key] = hosts.cheapest(job, where, alike[key], checkpoint, restarted)
             where = found
         if not where.views:
             why = where.summary() or "no scale group exists yet (no offers observed)"

@@ -157,6 +157,9 @@ class ControllerConfig:
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
     - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
       routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
+    - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
+      preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
+      preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
     - ``packing_score``: how a job's node is chosen among those that pass the packer's filters: ``"scalar"``
       (fragmentation, CPU/RAM stranding and the seed's expiry term, its prior learnt online from the jobs
       submitted so far; the policy ``scalar simulate fgd --policy scalar`` runs) or ``"seed"`` (seed 001's
@@ -186,6 +189,8 @@ class ControllerConfig:
     interruption_period_hours: float = 730.0
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
+    # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
+    fast_preference_limit: float | None = None
     # Restartable FLEX jobs leave expensive, underused contracts when that saves money (engine/consolidate.py).
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
 
@@ -234,6 +239,17 @@ class ControllerConfig:
                 f"must be a number of hours > 0, got {period!r}",
                 "use 730 for monthly interruption rates (the Spot Advisor's), 1 for hourly ones",
             )
+        limit = self.fast_preference_limit
+        if limit is not None and (
+            isinstance(limit, bool)
+            or not isinstance(limit, int | float)
+            or not (math.isfinite(limit) and limit >= 1)
+        ):
+            raise ConfigError(
+                "fast_preference_limit",
+                f"must be a number >= 1, got {limit!r}",
+                "leave it out to keep FAST jobs with the preferred provider",
+            )
         if not isinstance(self.market_time_scales, Mapping):
             raise ConfigError("market_time_scales", "must be a table of provider = number")
         for name, scale in self.market_time_scales.items():
@@ -272,6 +288,9 @@ class ControllerConfig:
             flex_max_price_per_gpu_hour=self.cap_for(Tier.FLEX),
             fast_max_price_per_gpu_hour=self.cap_for(Tier.FAST),
             interruption_period_hours=self.interruption_period_hours,
+            fast_preference_limit=(
+                None if self.fast_preference_limit is None else Decimal(str(self.fast_preference_limit))
+            ),
         )
 
     # ---- plain dicts (the config file) ---------------------------------------------------------------

@@ -222,6 +222,7 @@ class ControllerFile(_Table):
     )
     market_time_scales: Annotated[dict[str, float], AsWritten] = {}
     packing_score: Annotated[str, AsWritten] = _default(ControllerConfig, "packing_score")
+    fast_preference_limit: Annotated[float | None, AsWritten] = None
     consolidation: Annotated[ConsolidationPolicy, PlainValidator(_consolidation)] = ConsolidationPolicy()
 
     @field_serializer("scale_groups")

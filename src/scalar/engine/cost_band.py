@@ -37,14 +37,22 @@ class HostCosts:
         self._flying: set[str] | None = None
 
     def cheapest(
-        self, job: Job, where: Eligibility, alike: int, checkpoint_s: float | None = None
+        self,
+        job: Job,
+        where: Eligibility,
+        alike: int,
+        checkpoint_s: float | None = None,
+        restarted: bool = False,
     ) -> Eligibility:
         """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
         that can take it now (available, with node headroom or capacity on its way): a job is not bought a
         node that costs it clearly more than another shape would. ``alike`` jobs of its shape are waiting:
         the cost is that of the nodes holding them all, shared out. A FAST job keeps the seed's size rule
         when the preferred provider can host it now (Prime's pods start in minutes, VMs in up to ten): its
-        band is drawn among that provider's groups. The seed's ranking decides within the band.
+        band is drawn among that provider's groups, except for a short service on its first run (``restarted``
+        false; fewer than ``short_service_interruptions`` expected on the host, so it waits for one boot
+        only) that the preferred provider hosts at more than ``fast_preference_limit`` x the cheapest other
+        host: such hosts join its band. The seed's ranking decides within the band.
         ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework."""
         if len(where.views) < 2:
             return where
@@ -82,6 +90,8 @@ class HostCosts:
         if job.tier is Tier.FAST:
             mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
             costs = mine or priced
+            if mine and not restarted:
+                costs = {**mine, **self._short_service_hosts(mine, priced, detail)}
         band = set(cost_band(costs, self.policy.host_cost_tolerance))
         if not band or len(band) == len(where.views):
             return where
@@ -105,7 +115,9 @@ class HostCosts:
                 why = Reason(
                     "fast_keeps_preferred_provider",
                     f"a FAST job of {job.gpu_count} GPUs goes to {preferred} when it can host it now "
-                    f"(seed 000's size rule); {view} would cost {detail[view].describe()}",
+                    f"(seed 000's size rule) unless it is a short first run hosted for over "
+                    f"{self.policy.fast_preference_limit} x less elsewhere; {view} would cost "
+                    f"{detail[view].describe()}",
                     "provider",
                     preferred,
                     self.state.groups[base_of(view)[0]].provider,
@@ -113,6 +125,26 @@ class HostCosts:
             dropped.append((view, why))
         views = tuple(v for v in where.views if v in band or v not in priced)
         return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
+
+    def _short_service_hosts(
+        self, mine: dict[str, Decimal], priced: dict[str, Decimal], detail: dict[str, JobCost]
+    ) -> dict[str, Decimal]:
+        """The other providers' hosts a FAST job on its first run may leave the preferred provider for: those
+        it is expected to leave before ``short_service_interruptions`` interruptions (so one boot is all it
+        waits), when the preferred provider's cheapest host costs over ``fast_preference_limit`` x theirs.
+        A long service stays where a restart after each interruption is quickest."""
+        factor = self.policy.fast_preference_limit
+        if factor is None:
+            return {}
+        short = {
+            v: c
+            for v, c in priced.items()
+            if v not in mine
+            and detail[v].hazard * detail[v].run_hours < self.policy.short_service_interruptions
+        }
+        if not short or min(mine.values()) <= factor * min(short.values()):
+            return {}
+        return short
 
     def _headroom(self, rec: GroupRecord) -> int:
         found = self._headrooms.get(rec.name)
