@@ -76,9 +76,11 @@ def test_limiter_refuses_locally_without_asking_the_database(migrated_url: str) 
     calls: list[str] = []
 
     class Counting:
-        def take_token(self, key: str, rate: float, burst: float, at: float) -> tuple[bool, float]:
+        def take_token(
+            self, key: str, rate: float, burst: float, at: float, want: int = 1
+        ) -> tuple[int, float]:
             calls.append(key)
-            return store.take_token(key, rate, burst, at)
+            return store.take_token(key, rate, burst, at, want)
 
         def forget_tokens(self, prefix: str, before: float) -> int:
             return store.forget_tokens(prefix, before)
@@ -95,6 +97,70 @@ def test_limiter_refuses_locally_without_asking_the_database(migrated_url: str) 
         assert broken.take("x") > 0
     finally:
         store.close()
+
+
+def test_a_lease_takes_the_whole_tokens_the_bucket_holds_in_one_write(migrated_url: str) -> None:
+    store = Store.open(migrated_url)
+    try:
+        assert store.take_token("l:one", 1.0, 5, 100.0, 3) == (3, 2.0)  # a new bucket starts full
+        assert store.take_token("l:one", 1.0, 5, 100.0, 3) == (2, 0.0)  # only two were left
+        assert store.take_token("l:one", 1.0, 5, 100.0, 3) == (0, 0.0)
+        taken, level = store.take_token("l:one", 1.0, 5, 101.5, 3)  # 1.5 refilled: one whole token
+        assert taken == 1 and level == pytest.approx(0.5)
+        with pytest.raises(ValueError, match="at least 1"):
+            store.take_token("l:one", 1.0, 5, 102.0, 0)
+    finally:
+        store.close()
+
+
+def test_a_busy_key_costs_one_write_per_lease_not_per_request(migrated_url: str) -> None:
+    store = Store.open(migrated_url)
+    writes: list[int] = []
+
+    class Counting:
+        def take_token(
+            self, key: str, rate: float, burst: float, at: float, want: int = 1
+        ) -> tuple[int, float]:
+            writes.append(want)
+            return store.take_token(key, rate, burst, at, want)
+
+        def forget_tokens(self, prefix: str, before: float) -> int:
+            return store.forget_tokens(prefix, before)
+
+    try:
+        limiter = SharedRateLimiter(Counting(), "token", 50.0, 200, clock=lambda: 10.0)
+        assert limiter.lease == 13  # a quarter second of 50 a second, rounded up
+        assert [limiter.take("busy") for _ in range(100)] == [0.0] * 100
+        assert len(writes) == 8 and set(writes) == {13}  # ceil(100 / 13)
+        strict = SharedRateLimiter(store, "failure", 0.2, 5)
+        assert strict.lease == 1  # a strict limit asks the database every time
+    finally:
+        store.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rate=st.sampled_from([8.0, 50.0, 200.0]),
+    burst=st.sampled_from([16, 64, 200]),
+    steps=st.lists(
+        st.tuples(st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.3, 1.0]), st.integers(0, 2)),
+        min_size=1,
+        max_size=120,
+    ),
+)
+def test_leasing_processes_never_grant_more_than_one_bucket(
+    store: Store, rate: float, burst: int, steps: list[tuple[float, int]]
+) -> None:
+    """Three processes leasing tokens from one shared bucket: together they grant at most what one bucket
+    allows over the same time (burst + rate x elapsed), whatever the interleaving."""
+    namespace = f"lease{time.monotonic_ns()}"  # a fresh bucket per example
+    now = [1_000_000.0]
+    processes = [SharedRateLimiter(store, namespace, rate, burst, clock=lambda: now[0]) for _ in range(3)]
+    granted = 0
+    for delay, which in steps:
+        now[0] += delay
+        granted += processes[which].take("k") == 0.0
+    assert granted <= burst + rate * (now[0] - 1_000_000.0) + 1e-9
 
 
 def _get(url: str, token: str) -> int:

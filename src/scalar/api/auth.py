@@ -263,6 +263,12 @@ class RateLimiter:
             self._buckets[key] = (level, now)
 
 
+def lease_size(rate_per_s: float, burst: float, seconds: float) -> int:
+    """Tokens one database write may take for a shared bucket: ``seconds`` of the rate, at most an eighth
+    of the burst, at least one."""
+    return max(1, min(int(burst // 8), math.ceil(rate_per_s * seconds)))
+
+
 class SharedRateLimiter(RateLimiter):
     """Token buckets in the database (``store.take_token``, one short UPSERT), shared by every API
     process on it: N processes together allow ``rate_per_s`` per key, not N times it.
@@ -272,10 +278,21 @@ class SharedRateLimiter(RateLimiter):
     when it refuses the database would too: a flood is refused without a write, and each process asks
     the database at most about once per token refilled. When the database cannot answer, the local
     bucket alone decides (per process, as before) rather than failing the request. Times are the wall
-    clock's (epoch seconds): processes on several hosts compare them, so keep their clocks in sync."""
+    clock's (epoch seconds): processes on several hosts compare them, so keep their clocks in sync.
+
+    Tokens come from the database in leases: one write takes up to ``lease`` tokens (a quarter of a
+    second of the rate, at most an eighth of the burst, at least one), and this process spends the rest
+    without asking again, so a busy key costs one write per ``lease`` requests instead of one each (on
+    SQLite every write takes the database file's lock, which the controller's steps and submissions
+    need too). A lease only takes tokens the shared bucket holds: N processes together still never grant
+    more than one bucket allows. Unspent leased tokens are the price: another process may be refused up
+    to ``lease`` tokens early for each process holding some. Strict limits (a few tokens a second, such
+    as failed logins) get a lease of one: the database decides every request, as before."""
 
     shared = True
     FORGET_EVERY_S = 60.0
+    LEASE_S = 0.25
+    MAX_LEASED_KEYS = 100_000
 
     def __init__(
         self,
@@ -284,23 +301,49 @@ class SharedRateLimiter(RateLimiter):
         rate_per_s: float,
         burst: float,
         clock: Callable[[], float] = time.time,
+        *,
+        lease: int | None = None,
     ) -> None:
         super().__init__(rate_per_s, burst, clock, name=namespace)
         self.store = store
         self.namespace = namespace
+        self.lease = lease if lease is not None else lease_size(rate_per_s, burst, self.LEASE_S)
+        if self.lease < 1:
+            raise ValueError(f"lease must be at least 1 token, got {self.lease}")
+        self._leased: dict[str, int] = {}  # tokens taken from the database, not spent yet
         self._forgot_at = clock()
 
+    def _spend_leased(self, key: str) -> bool:
+        with self._lock:
+            held = self._leased.get(key, 0)
+            if held <= 0:
+                return False
+            if held == 1:
+                del self._leased[key]
+            else:
+                self._leased[key] = held - 1
+            return True
+
     def take(self, key: str) -> float:
+        if self._spend_leased(key):
+            return 0.0
         now = self._clock()
         wait = self._take_local(key, now)
         if wait > 0:
             return self._refused(wait)
         try:
-            taken, level = self.store.take_token(f"{self.namespace}:{key}", self.rate_per_s, self.burst, now)
+            taken, level = self.store.take_token(
+                f"{self.namespace}:{key}", self.rate_per_s, self.burst, now, self.lease
+            )
         except Exception:
             log.warning("rate limit %s: the database did not answer; this process's bucket decides", key)
             return 0.0
         self._set_local(key, level, now)
+        if taken > 1:
+            with self._lock:
+                if len(self._leased) >= self.MAX_LEASED_KEYS:  # dropping leases only refuses sooner
+                    self._leased.clear()
+                self._leased[key] = self._leased.get(key, 0) + taken - 1
         if now - self._forgot_at > self.FORGET_EVERY_S:
             self._forget(now)
         if taken:
@@ -308,6 +351,8 @@ class SharedRateLimiter(RateLimiter):
         return self._refused(max(1e-6, (1.0 - level) / self.rate_per_s))
 
     async def atake(self, key: str) -> float:
+        if self._spend_leased(key):  # a leased token: no thread, no write
+            return 0.0
         now = self._clock()
         with self._lock:  # refused locally: answer without a thread or a write
             level, at = self._buckets.get(key, (self.burst, now))

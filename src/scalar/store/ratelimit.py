@@ -1,8 +1,9 @@
 """Token buckets in the database, so every API process on one database shares one budget per key.
 
-``take(conn, key, rate_per_s, burst, now_s)`` is one statement (an UPSERT with ``RETURNING``, on SQLite
-and PostgreSQL): refill the bucket for the time since it was last touched (``rate_per_s`` tokens a second,
-at most ``burst``), take a token when there is one, and say whether it did. The refill, the check and the
+``take(conn, key, rate_per_s, burst, now_s, want)`` is one statement (an UPSERT with ``RETURNING``, on
+SQLite and PostgreSQL): refill the bucket for the time since it was last touched (``rate_per_s`` tokens a
+second, at most ``burst``), take up to ``want`` whole tokens (as many as it holds), and say how many it
+took. A process that takes several spends them itself afterwards (``api.auth.SharedRateLimiter``'s lease). The refill, the check and the
 write happen in that one statement under the row's lock, so two processes racing on one key cannot both
 spend its last token. Time is a parameter (epoch seconds of the caller's clock); a caller whose clock is
 behind the last writer's refills nothing until it catches up (``at`` never goes backwards).
@@ -26,15 +27,21 @@ _FILL = {
     "postgresql": "LEAST(:burst, rate_buckets.level + GREATEST(0.0, :now - rate_buckets.at) * :rate)",
 }
 _LATEST = {"sqlite": "max(rate_buckets.at, :now)", "postgresql": "GREATEST(rate_buckets.at, :now)"}
+# whole tokens taken: at most :want, at most what the refilled bucket holds (it is never negative)
+_TAKEN = {
+    "sqlite": "min(:want, CAST({fill} AS INTEGER))",
+    "postgresql": "CAST(LEAST(:want, FLOOR({fill})) AS INTEGER)",
+}
 
 
 def _upsert(dialect: str) -> str:
     fill = _FILL[dialect]
+    taken = _TAKEN[dialect].format(fill=fill)
     return (
-        "INSERT INTO rate_buckets (key, level, at, granted) VALUES (:key, :burst - 1.0, :now, 1) "
+        "INSERT INTO rate_buckets (key, level, at, granted) VALUES (:key, :burst - :first, :now, :first) "
         "ON CONFLICT (key) DO UPDATE SET "
-        f"level = CASE WHEN {fill} >= 1.0 THEN {fill} - 1.0 ELSE {fill} END, "
-        f"granted = CASE WHEN {fill} >= 1.0 THEN 1 ELSE 0 END, "
+        f"level = {fill} - {taken}, "
+        f"granted = {taken}, "
         f"at = {_LATEST[dialect]} "
         "RETURNING level, granted"
     )
@@ -51,14 +58,27 @@ def bucket_key(key: str) -> str:
     return key[:200] + "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def take(conn: Connection, key: str, rate_per_s: float, burst: float, now_s: float) -> tuple[bool, float]:
-    """``(taken, level)``: whether a token was taken for ``key``, and the tokens left in its bucket."""
+def take(
+    conn: Connection, key: str, rate_per_s: float, burst: float, now_s: float, want: int = 1
+) -> tuple[int, float]:
+    """``(taken, level)``: how many tokens (0 to ``want``) were taken for ``key``, and the tokens left in
+    its bucket."""
+    if want < 1:
+        raise ValueError(f"want must be at least 1, got {want}")
     dialect = "postgresql" if is_postgres(conn) else "sqlite"
     if dialect == "postgresql":  # a bucket is not worth a flush to disk: losing its last moves in a
         conn.execute(_NO_FLUSH)  # crash only refills it a little (and takes no lock, no fsync wait)
-    params = {"key": bucket_key(key), "rate": float(rate_per_s), "burst": float(burst), "now": float(now_s)}
+    first = min(want, int(burst))  # a new bucket starts full
+    params = {
+        "key": bucket_key(key),
+        "rate": float(rate_per_s),
+        "burst": float(burst),
+        "now": float(now_s),
+        "want": int(want),
+        "first": first,
+    }
     level, granted = conn.execute(_SQL[dialect], params).one()
-    return bool(granted), float(level)
+    return int(granted), float(level)
 
 
 def forget(conn: Connection, prefix: str, older_than_s: float) -> int:

@@ -387,13 +387,15 @@ class Store:
 
     # -- rate limits (store/ratelimit.py) -----------------------------------------------------------------
 
-    def take_token(self, key: str, rate_per_s: float, burst: float, now_s: float) -> tuple[bool, float]:
-        """Take a token from ``key``'s shared bucket in one short transaction of its own (no advisory
-        lock on PostgreSQL; SQLite's write lock for one statement): ``(taken, tokens left)``."""
+    def take_token(
+        self, key: str, rate_per_s: float, burst: float, now_s: float, want: int = 1
+    ) -> tuple[int, float]:
+        """Take up to ``want`` tokens from ``key``'s shared bucket in one short transaction of its own (no
+        advisory lock on PostgreSQL; SQLite's write lock for one statement): ``(taken, tokens left)``."""
         with self.engine.connect() as conn:
             conn = begin_immediate(conn)
             with conn.begin():
-                return ratelimit.take(conn, key, rate_per_s, burst, now_s)
+                return ratelimit.take(conn, key, rate_per_s, burst, now_s, want)
 
     def forget_tokens(self, prefix: str, older_than_s: float) -> int:
         """Delete the buckets under ``prefix`` untouched since ``older_than_s`` (full again)."""
