@@ -73,10 +73,40 @@ class Results:
     requests: list[tuple[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
     load_average: float = 0.0
+    server_cpu_s: float | None = None  # the `scalar up` process and its API workers, during the load
+    client_cpu_s: float = 0.0  # this process (the load client), during the load
+    machine_cpu_s: float = 0.0  # every process on the machine, during the load
 
     @property
     def total(self) -> int:
         return sum(len(v) for v in self.latencies.values())
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc."""
+    total, seen, todo = 0.0, set(), [pid]
+    ticks = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _machine_cpu_s() -> float:
+    """CPU seconds every core spent busy (not idle or waiting for I/O) since boot, from /proc/stat."""
+    first = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    values = [int(v) for v in first]
+    busy = sum(values[:3]) + sum(values[5:8])  # user nice system + irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 class _Server:
@@ -491,7 +521,14 @@ def _run(
                         if created.status_code == 201:
                             of_tenant[TENANTS[i]] = str(created.json()["id"])
                 endpoints = [of_tenant.get(TENANTS[i % len(TENANTS)]) for i in range(len(tokens))]
+                proc = getattr(server, "proc", None)
+                server_before = None if proc is None else _tree_cpu_s(proc.pid)
+                client_before, machine_before = time.process_time(), _machine_cpu_s()
                 results = asyncio.run(_load(url, tokens, endpoints, requests, seconds))
+                results.client_cpu_s = time.process_time() - client_before
+                results.machine_cpu_s = _machine_cpu_s() - machine_before
+                if proc is not None and server_before is not None:
+                    results.server_cpu_s = _tree_cpu_s(proc.pid) - server_before
                 deadline = time.monotonic() + 30  # let the leader consume the inbox
                 while time.monotonic() < deadline:
                     with plane.store.read() as tx:
@@ -598,8 +635,13 @@ def split_section(
         "`scalar up` from the checkout before this change (`--baseline-src`), one process. Ratios are to the "
         "first row.",
         "",
-        "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | invariants |",
-        "|---:|---:|---:|---:|---:|---|---|---|",
+        "`CPU s`: CPU seconds during the load of the server (`scalar up` and its API workers), of the load "
+        "client, and of every process on the machine (other work included); `ms/req`: the server's CPU per "
+        f"request. The machine has {os.cpu_count()} cores: {os.cpu_count()} x the run's seconds is all there is.",
+        "",
+        "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | "
+        "CPU s: server / client / machine | server ms/req | invariants |",
+        "|---:|---:|---:|---:|---:|---|---|---|---:|---|",
     ]
     for workers, results, problems in runs:
         reads = [v for r, vs in results.latencies.items() if r.startswith("GET") for v in vs]
@@ -611,9 +653,16 @@ def split_section(
                 return "-"
             return f"{statistics.median(values) * 1000:.0f} / {_pct(values, 0.99) * 1000:.0f}"
 
+        server = "-" if results.server_cpu_s is None else f"{results.server_cpu_s:.0f}"
+        per_request = (
+            "-"
+            if results.server_cpu_s is None or not results.total
+            else f"{results.server_cpu_s * 1000 / results.total:.1f}"
+        )
         lines.append(
             f"| {workers} | {results.total} | {rate:.0f} | {rate / base_rate:.2f}x | {len(results.errors)} | "
-            f"{pair(reads)} | {pair(writes)} | {'hold' if not problems else '; '.join(problems)} |"
+            f"{pair(reads)} | {pair(writes)} | {server} / {results.client_cpu_s:.0f} / "
+            f"{results.machine_cpu_s:.0f} | {per_request} | {'hold' if not problems else '; '.join(problems)} |"
         )
     return "\n".join(lines)
 
