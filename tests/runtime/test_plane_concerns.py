@@ -61,7 +61,7 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
     assert [n.jobs for n in nodes if n.jobs] == [[job_id]]
     assert cluster.status().health["role"] == "leader"
     explained = cluster.explain(job_id)
-    assert explained is not None and explained["state"] == "RUNNING"
+    assert explained is not None and explained.state == "RUNNING"
     assert jobs.explain_job(job_id) is not None  # the leader's own explanation
     assert [s["code"] for s in jobs.story(job_id)][:1] == ["submitted"]
 

@@ -14,13 +14,22 @@ import pytest
 from pydantic import BaseModel
 
 from scalar.runtime import budgets as budgets_mod
+from scalar.runtime import preview as job_preview
 from scalar.runtime import views_market
 from scalar.runtime.plane.access import AccessService
 from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
 from scalar.wire.budgets import BudgetsOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    PreviewOut,
+    StatusOut,
+)
 from tests.runtime.helpers import Clock, job, settings_for
 
 
@@ -128,3 +137,58 @@ def test_the_budgets_model_declares_every_key_the_runtime_fills(driven: PlaneCor
         isinstance(typed, BudgetsOut)
         and typed.model_dump(mode="json") == answer == access.budgets().model_dump()
     )
+
+
+def test_the_explanation_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    store, _ = driven.opened()
+    with store.read() as tx:
+        job_ids = [r.id for r in tx.list_projection("jobs", None, limit=10)]
+    checked = 0
+    for job_id in job_ids:
+        answer = cluster.views().explain(job_id)
+        assert answer is not None and answer["story"], job_id
+        # the answer, its placement and rejections, routing, purchase and its story's entries
+        checked += assert_declared(answer, ExplanationOut)
+        typed = cluster.explain(job_id)
+        assert isinstance(typed, ExplanationOut)
+        assert typed.model_dump(mode="json", by_alias=True) == answer
+    assert checked >= len(job_ids) * 3  # each with a story of at least two decisions
+    assert cluster.explain("job-none") is None
+
+
+def test_the_autoscaler_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    for all_groups in (False, True):
+        answer = views_market.autoscaler_status(cluster.views(), all_groups)
+        assert answer["source"] == "leader" and answer["groups"] and answer["recent_actions"]
+        # the answer, its groups and their slices, the slice totals, the actions, consolidation
+        assert assert_declared(answer, AutoscalerOut) >= 1 + 2 * len(answer["groups"]) + 1 + 1
+        typed = cluster.autoscaler_status(all_groups)
+        assert isinstance(typed, AutoscalerOut)
+        # the model's order is the API's (the runtime fills consolidation before unmet_by_reason)
+        assert typed.model_dump(mode="json") == answer
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        job(1, 600),  # fits on a READY node
+        {**job(8, 600), "vram_per_gpu_gb": 80},  # needs a purchase
+    ],
+)
+def test_the_preview_model_declares_every_key_the_runtime_fills(
+    driven: PlaneCore, fields: dict[str, Any]
+) -> None:
+    jobs = JobService(driven, AccessService(driven).secret_box)
+    spec, problems = job_preview.checked_spec(
+        fields, driven.settings, jobs._validation_offers(driven.clock()), driven.clock()
+    )
+    assert spec is not None and not problems
+    store, _ = driven.opened()
+    answer = job_preview.preview(store, driven.settings, spec, driven.clock())
+    assert answer["node"] is not None or answer["purchase"] is not None, answer["reason"]
+    assert assert_declared(answer, PreviewOut) == 2  # the preview and its node or purchase
+    typed = jobs.preview_job(fields)
+    assert isinstance(typed, PreviewOut)
+    assert typed.model_dump(mode="json") == job_preview.preview(store, driven.settings, spec, driven.clock())

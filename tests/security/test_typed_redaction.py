@@ -18,7 +18,14 @@ from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
 from scalar.wire.budgets import BudgetsOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    StatusOut,
+)
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
 
@@ -170,7 +177,73 @@ def _budgets() -> BudgetsOut:
     )
 
 
+def _explanation() -> ExplanationOut:
+    story = {"at": None, "code": "placed", "message": f"{MINE} shares n0 with {THEIRS}", "kind": None}
+    purchase = {
+        **dict.fromkeys(["status", "group", "provider", "instance_type", "node_count", "tier"]),
+        **dict.fromkeys(["limit_price_per_gpu_hour", "placed_at", "block_id", "reason", "eta_at", "eta_s"]),
+        "order_key": "ord-1",
+        "in_flight": True,
+        "node_states": [],
+        "eta_basis": "no past purchase to estimate from; the deadline bounds it",
+        "deadline_at": None,
+        "for_jobs": [MINE, THEIRS],
+    }
+    return ExplanationOut.model_validate(
+        {
+            "job_id": MINE,
+            "name": None,
+            "state": "PENDING",
+            "reason": f"waits behind {THEIRS} of tenant team-b",
+            "reason_code": "no_capacity",
+            "summary": "PENDING",
+            "source": "store",
+            "queue_position": 2,
+            "queue_length": 2,
+            "waiting_s": 1.0,
+            "placement": None,
+            "routing": None,
+            "purchase": purchase,
+            "validation": [],
+            "lines": [f"bought together with {THEIRS}"],
+            "story": [{**story, "from": "PENDING", "to": "RUNNING"}],
+            "notes": [],
+            "at": None,
+        }
+    )
+
+
+def _autoscaler() -> AutoscalerOut:
+    unmet = [{"job_ids": [MINE, THEIRS], "code": "no_offer", "message": f"{THEIRS} (team-b's) waits"}]
+    order = {
+        **dict.fromkeys(["status", "group", "provider", "instance_type", "node_count", "placed_at"]),
+        **dict.fromkeys(["limit_price_per_gpu_hour", "reason"]),
+        "order_key": "ord-1",
+        "for_jobs": [MINE, THEIRS],
+    }
+    return AutoscalerOut.model_validate(
+        {
+            "source": "store",
+            "at": None,
+            "routed_at": None,
+            "last_routing": None,
+            "routing_lines": [f"{THEIRS} routed to gcp"],
+            "pending_groups": [{"name": "g", "task_ids": [MINE, THEIRS]}],
+            "unmet": unmet,
+            "unmet_by_reason": [{"code": "no_offer", "jobs": 2, "example": None, "job_ids": [MINE, THEIRS]}],
+            "groups": [],
+            "groups_total": 0,
+            "slice_totals": {},
+            "open_orders": [order],
+            "recent_actions": [],
+            "notes": [],
+        }
+    )
+
+
 TYPED: dict[str, Callable[[], BaseModel]] = {
+    "explain": _explanation,
+    "autoscaler_status": _autoscaler,
     "budgets": _budgets,
     "status": _status,
     "costs": _costs,

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.runtime.auth import redact_view
+from scalar.wire.views import PreviewOut
 
 T = TypeVar("T")
 
@@ -69,10 +70,10 @@ class TenantScoped:
         result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
         return result
 
-    def preview_job(self, fields: Any) -> dict[str, Any]:
+    def preview_job(self, fields: Any) -> PreviewOut:
         """The preview of the job as the caller would submit it (its tenant's budgets apply); the answer is
         the controller's decision on the whole cluster, so other tenants' job ids in it are redacted."""
-        result: dict[str, Any] = self._inner.preview_job({**fields, "tenant": current_principal().tenant})
+        result: PreviewOut = self._inner.preview_job({**fields, "tenant": current_principal().tenant})
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:

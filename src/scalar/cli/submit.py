@@ -210,9 +210,10 @@ def register(app: typer.Typer) -> None:
             submit_preview.dry_run(preview, as_json)
             return
         if preview is not None:
-            submit_preview.show_preview(preview, to_stderr=as_json)
-            if submit_preview.commits_money(preview) and not yes:
-                submit_preview.confirm(preview)
+            typed = submit_preview.read_preview(preview)
+            submit_preview.show_preview(typed, to_stderr=as_json)
+            if submit_preview.commits_money(typed) and not yes:
+                submit_preview.confirm(typed)
         accepted = call_server(server, lambda c: c.submit_job(fields))
         if wait:
             accepted = submit_preview.follow(server, accepted, quiet=as_json)

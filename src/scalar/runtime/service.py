@@ -47,7 +47,15 @@ from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.budgets import BudgetsOut
 from scalar.wire.providers import ProviderStatusOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    PreviewOut,
+    StatusOut,
+)
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -199,7 +207,7 @@ class ControlPlane:
     ) -> list[dict[str, Any]]:
         return self.job_service.list_jobs(state, limit, offset, tenant, newest_first, after)
 
-    def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def preview_job(self, fields: Mapping[str, Any]) -> PreviewOut:
         return self.job_service.preview_job(fields)
 
     def explain_job(self, job_id: str) -> list[str] | None:
@@ -255,7 +263,7 @@ class ControlPlane:
 
     # ---- cluster views (plane/cluster.py): any process, from the store -------------------------------
 
-    def explain(self, job_id: str) -> dict[str, Any] | None:
+    def explain(self, job_id: str) -> ExplanationOut | None:
         return self.cluster.explain(job_id)
 
     def nodes(
@@ -276,7 +284,7 @@ class ControlPlane:
     ) -> BlocksOut:
         return self.cluster.blocks(status, limit, after, descending)
 
-    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
+    def autoscaler_status(self, all_groups: bool = False) -> AutoscalerOut:
         return self.cluster.autoscaler_status(all_groups)
 
     def costs(self, points: int = 24) -> CostsOut:

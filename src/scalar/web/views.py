@@ -19,7 +19,7 @@ from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import AutoscalerOut, BlocksOut, CostsOut, ExplanationOut, NodesOut, StatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -205,50 +205,46 @@ def cluster_view(body: dict[str, Any], now: datetime) -> dict[str, Any] | None:
     return {"nodes": nodes, "totals": page.totals.model_dump(mode="json"), "job_colors": colors}
 
 
-def explain_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /jobs/{id}/explain``: the sentences, the rejections, routing, purchase and the story."""
-    lines = body.get("lines")
-    placement = body.get("placement") if isinstance(body.get("placement"), dict) else None
+def explain_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /jobs/{id}/explain``, read as its model (``wire/views.py``'s ``ExplanationOut``): the sentences,
+    the rejections, routing, purchase and the story; ``None`` when the answer is not one."""
+    try:
+        answer = ExplanationOut.model_validate(body)
+    except ValidationError:
+        return None
+    placement = answer.placement
     return {
-        **body,
-        "lines": [str(line) for line in lines] if isinstance(lines, list) else [],
-        "placement": placement,
-        "rejections": _dicts(placement.get("rejections")) if placement else [],
-        "routing": body.get("routing") if isinstance(body.get("routing"), dict) else None,
-        "purchase": body.get("purchase") if isinstance(body.get("purchase"), dict) else None,
-        "story": _dicts(body.get("story")),
-        "notes": [str(n) for n in body.get("notes") or []],
+        **answer.model_dump(mode="json", by_alias=True),
+        "rejections": [] if placement is None else [r.model_dump(mode="json") for r in placement.rejections],
     }
 
 
-def autoscaler_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /autoscaler/status``: groups with slice badges, unmet demand by reason, recent actions."""
-    groups = [{**g, "badges": slice_badges(g.get("slices"))} for g in _dicts(body.get("groups"))]
+def autoscaler_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /autoscaler/status``, read as its model (``wire/views.py``'s ``AutoscalerOut``): groups with
+    slice badges, unmet demand by reason, recent actions; ``None`` when the answer is not one."""
+    try:
+        status = AutoscalerOut.model_validate(body)
+    except ValidationError:
+        return None
+    groups = [
+        {**g.model_dump(mode="json"), "badges": slice_badges(g.slices.model_dump())} for g in status.groups
+    ]
     # Groups with slices first, then by name: the busy ones are what a visitor looks for.
-    groups.sort(key=lambda g: (-sum(n for _, n in g["badges"]), str(g.get("name"))))
+    groups.sort(key=lambda g: (-sum(n for _, n in g["badges"]), str(g["name"])))
+    consolidation = status.consolidation
     return {
         "groups": groups,
         "active_groups": [g for g in groups if any(n for _, n in g["badges"])],
-        "totals": slice_badges(body.get("slice_totals")),
-        "unmet_by_reason": _dicts(body.get("unmet_by_reason")),
-        "routed_at": body.get("routed_at"),
-        "routing_lines": [str(line) for line in body.get("routing_lines") or []],
-        "pending_groups": _dicts(body.get("pending_groups")),
-        "open_orders": _dicts(body.get("open_orders")),
-        "actions": _dicts(body.get("recent_actions"))[:100],
-        "notes": [str(n) for n in body.get("notes") or []],
-        "consolidation": _consolidation_view(body.get("consolidation")),
-    }
-
-
-def _consolidation_view(raw: Any) -> dict[str, Any] | None:
-    """Consolidation's moves and kept contracts (``None``: a follower answered, it does not know them)."""
-    if not isinstance(raw, dict):
-        return None
-    return {
-        "enabled": bool(raw.get("enabled")),
-        "recent_moves": [{**d, "moves": _dicts(d.get("moves"))} for d in _dicts(raw.get("recent_moves"))],
-        "kept": _dicts(raw.get("kept")),
+        "totals": slice_badges(status.slice_totals.model_dump()),
+        "unmet_by_reason": [u.model_dump(mode="json") for u in status.unmet_by_reason],
+        "routed_at": status.routed_at,
+        "routing_lines": list(status.routing_lines),
+        "pending_groups": _dicts(status.pending_groups),
+        "open_orders": [o.model_dump(mode="json") for o in status.open_orders],
+        "actions": [a.model_dump(mode="json") for a in status.recent_actions[:100]],
+        "notes": list(status.notes),
+        # consolidation's moves and kept contracts (None: a follower answered, it does not know them)
+        "consolidation": None if consolidation is None else consolidation.model_dump(mode="json"),
     }
 
 

@@ -27,6 +27,7 @@ from scalar.runtime.leader import PUBLISHED_OFFERS, decode_offers
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import LEADER_WAIT_S
 from scalar.store import CANCEL, SUBMIT
+from scalar.wire.views import PreviewOut
 
 PUBLISHED_OFFERS_FRESH_S = (
     1.0  # how long an API replica reuses the leader's stored offers before reading again
@@ -138,16 +139,16 @@ class JobService:
             )
         return [dict(r.data) for r in rows]
 
-    def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """What submitting ``fields`` would cost and whether it needs a purchase (runtime/preview.py); raises
-        ``JobRejectedError`` as ``submit_job`` would. Writes nothing."""
+    def preview_job(self, fields: Mapping[str, Any]) -> PreviewOut:
+        """What submitting ``fields`` would cost and whether it needs a purchase (runtime/preview.py), as
+        ``POST /jobs/preview`` sends it; raises ``JobRejectedError`` as ``submit_job`` would. Writes nothing."""
         store, _ = self._core.opened()
         now = self._core.clock()
         offers = self._validation_offers(now)
         spec, problems = job_preview.checked_spec(fields, self._core.settings, offers, now)
         if spec is None or problems:
             raise JobRejectedError(problems)
-        return job_preview.preview(store, self._core.settings, spec, now)
+        return PreviewOut.model_validate(job_preview.preview(store, self._core.settings, spec, now))
 
     def explain_job(self, job_id: str) -> list[str] | None:
         """The leader's explanation lines (``None`` on a follower, for an unknown job, or while a step is
