@@ -42,12 +42,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     plane = ControlPlane(settings_for(f"sqlite:///{tmp}/scalar.db", tmp), clock=clock)
     plane.run_once()
     try:
-        running = plane.submit_job(job(5, 600, vram_per_gpu_gb=40, name="small"))["id"]  # an 8-GPU node
+        running = plane.submit_job(job(5, 600, vram_per_gpu_gb=40, name="small")).id  # an 8-GPU node
         drive([plane], clock, 20)
-        pending = plane.submit_job(job(8, 600, vram_per_gpu_gb=40, name="big"))["id"]
+        pending = plane.submit_job(job(8, 600, vram_per_gpu_gb=40, name="big")).id
         drive([plane], clock, 1)
-        assert plane.get_job(running)["state"] == "RUNNING"  # type: ignore[index]
-        assert plane.get_job(pending)["state"] == "PENDING"  # type: ignore[index]
+        assert plane.get_job(running).state == "RUNNING"  # type: ignore[union-attr]
+        assert plane.get_job(pending).state == "PENDING"  # type: ignore[union-attr]
         with serve(create_app(plane)) as url:
             yield Live(url, plane, str(running), str(pending))
     finally:

@@ -32,8 +32,8 @@ def _outcome(plane: ControlPlane, job_id: str) -> dict[str, Any]:
     """Where the job went at the step that decided it: its node, or the purchase made for it."""
     got = plane.get_job(job_id)
     assert got is not None
-    if got["placements"]:
-        return {"node": got["placements"][0]["node_id"]}
+    if got.placements:
+        return {"node": got.placements[0].node_id}
     status = plane.autoscaler_status(all_groups=True)
     for order in status.open_orders:
         if job_id in order.for_jobs:
@@ -44,7 +44,7 @@ def _outcome(plane: ControlPlane, job_id: str) -> dict[str, Any]:
                 "node_count": order.node_count,
                 "price": round_micros(Decimal(group.price_per_gpu_hour)),
             }
-    return {"pending": got["reason"]}
+    return {"pending": got.reason}
 
 
 def _check(plane: ControlPlane, clock: Clock, fields: dict[str, Any], compared: dict[str, int]) -> None:
@@ -55,7 +55,7 @@ def _check(plane: ControlPlane, clock: Clock, fields: dict[str, Any], compared: 
     if fields["tier"] == "FLEX" and not preview.node:
         clock.advance(FLEX_WAIT_S)  # the batch is released: the preview stepped to this time too
         plane.run_once()
-    outcome = _outcome(plane, accepted["id"])
+    outcome = _outcome(plane, accepted.id)
     if preview.node is not None:
         assert outcome == {"node": preview.node.node_id}, (fields, preview.reason, outcome)
         compared["node"] += 1

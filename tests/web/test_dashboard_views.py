@@ -203,16 +203,20 @@ def test_costs_view_charts_the_cumulative_spend() -> None:
 
 
 def test_jobs_wait_until_they_start() -> None:
-    jobs: list[dict[str, Any]] = [
-        {
-            "id": "a",
-            "state": "RUNNING",
-            "submitted_at": "2026-01-01T11:59:00Z",
-            "started_at": "2026-01-01T11:59:30Z",
-        },
-        {"id": "b", "state": "PENDING", "submitted_at": "2026-01-01T11:58:00Z", "started_at": None},
+    def job(job_id: str, state: str, submitted: str, started: str | None) -> dict[str, Any]:
+        return {"id": job_id, "state": state, "tier": "FAST", "gpu_count": 1} | {
+            "submitted_at": submitted,
+            "started_at": started,
+        }
+
+    jobs: list[Any] = [
+        job("a", "RUNNING", "2026-01-01T11:59:00Z", "2026-01-01T11:59:30Z"),
+        job("b", "PENDING", "2026-01-01T11:58:00Z", None),
+        {"id": "c", "state": "PENDING"},  # not a job: no tier, no GPUs
     ]
-    assert [r["wait_s"] for r in views.job_rows(jobs, NOW)] == [30.0, 120.0]
+    rows = views.job_rows(jobs, NOW)
+    assert [r["wait_s"] for r in rows] == [30.0, 120.0]
+    assert rows[0]["submitted_at"] == "2026-01-01T11:59:00Z"  # as the API sent it
     assert views.state_counts(jobs) == [("PENDING", 1), ("RUNNING", 1)]
 
 

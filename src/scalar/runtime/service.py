@@ -46,6 +46,7 @@ from scalar.runtime.settings import Settings
 from scalar.store import Store
 from scalar.wire.agent import JoinTokenRequest
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.jobs import JobOut
 from scalar.wire.providers import ProviderStatusOut
 from scalar.wire.views import (
     AutoscalerOut,
@@ -171,7 +172,7 @@ class ControlPlane:
         if self._endpoints is None:
             s = self.settings
             self._endpoints = EndpointService(
-                self,
+                self.job_service.documents(),
                 lambda: self.core.opened()[0],
                 self.clock,
                 seed=s.market_seed or 0,
@@ -187,13 +188,13 @@ class ControlPlane:
 
     # ---- jobs (plane/jobs.py) ------------------------------------------------------------------------
 
-    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def submit_job(self, fields: Mapping[str, Any]) -> JobOut:
         return self.job_service.submit_job(fields)
 
-    def cancel_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
+    def cancel_job(self, job_id: str, tenant: str | None = None) -> JobOut:
         return self.job_service.cancel_job(job_id, tenant)
 
-    def get_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any] | None:
+    def get_job(self, job_id: str, tenant: str | None = None) -> JobOut | None:
         return self.job_service.get_job(job_id, tenant)
 
     def list_jobs(
@@ -204,7 +205,7 @@ class ControlPlane:
         tenant: str | None = None,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobOut]:
         return self.job_service.list_jobs(state, limit, offset, tenant, newest_first, after)
 
     def preview_job(self, fields: Mapping[str, Any]) -> PreviewOut:

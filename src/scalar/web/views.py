@@ -1,6 +1,7 @@
 """What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
-the typed answers read as their models: provider states, ``wire/providers.py``; the status, the costs,
-the nodes and the blocks, ``wire/views.py``).
+the typed answers read as their models: provider states, ``wire/providers.py``; the jobs, ``wire/jobs.py``;
+the status, the costs, the nodes, the blocks, explanations and the autoscaler's status,
+``wire/views.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
+from scalar.wire.jobs import JobOut
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
 from scalar.wire.views import AutoscalerOut, BlocksOut, CostsOut, ExplanationOut, NodesOut, StatusOut
 
@@ -119,18 +121,31 @@ def _sentence(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def job_rows(jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    rows = []
-    for job in jobs:
-        if not isinstance(job, dict):
+def read_jobs(jobs: Any) -> list[JobOut]:
+    """``GET /jobs``'s jobs (or ``GET /jobs/{id}``'s job in a list), read as their model (``wire/jobs.py``'s
+    ``JobOut``); what is not a job is left out."""
+    out = []
+    for job in jobs if isinstance(jobs, list) else []:
+        try:
+            out.append(JobOut.model_validate(job))
+        except ValidationError:
             continue
-        end = job.get("started_at") or job.get("finished_at") or now.isoformat()
-        rows.append({**job, "wait_s": seconds_between(job.get("submitted_at"), end)})
+    return out
+
+
+def job_rows(jobs: Any, now: datetime) -> list[dict[str, Any]]:
+    """Each job (``read_jobs``) as the JSON it was sent as, with how long it waited to start (or has so far)."""
+    rows = []
+    for job in read_jobs(jobs):
+        end = job.started_at or job.finished_at or now
+        rows.append(
+            {**job.model_dump(mode="json", by_alias=True), "wait_s": seconds_between(job.submitted_at, end)}
+        )
     return rows
 
 
-def state_counts(jobs: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    counts = Counter(str(j.get("state")) for j in jobs if isinstance(j, dict))
+def state_counts(jobs: Any) -> list[tuple[str, int]]:
+    counts = Counter(job.state for job in read_jobs(jobs))
     return [(state, counts[state]) for state in JOB_STATES if counts[state]]
 
 
