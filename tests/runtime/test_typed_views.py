@@ -21,6 +21,7 @@ from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.jobs import JobOut
 from scalar.wire.views import (
     AutoscalerOut,
     BlocksOut,
@@ -192,3 +193,28 @@ def test_the_preview_model_declares_every_key_the_runtime_fills(
     typed = jobs.preview_job(fields)
     assert isinstance(typed, PreviewOut)
     assert typed.model_dump(mode="json") == job_preview.preview(store, driven.settings, spec, driven.clock())
+
+
+# Keys of a stored job document the API never shows: the serverless endpoint a worker's job runs for (the
+# endpoints read the documents, plane/jobs.py's JobDocuments).
+INTERNAL_JOB_KEYS = ("endpoint_id",)
+# JobOut's fields that other calls fill: cancel_job's cancel_requested, get_job's allocated_ports (the agent's),
+# and ports, stored only when a job asks for some.
+FILLED_BY_OTHER_CALLS = ("cancel_requested", "allocated_ports", "ports")
+
+
+def test_the_job_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    jobs = JobService(driven, AccessService(driven).secret_box)
+    pending = jobs.submit_document({**job(1, 60), "name": "queued"})  # accepted, not stepped yet
+    documents = [pending, *(jobs.get_document(j.id) for j in jobs.list_jobs())]
+    assert {d["state"] for d in documents if d is not None} >= {"PENDING", "RUNNING"}
+    for document in documents:
+        assert document is not None
+        shown = {k: v for k, v in document.items() if k not in INTERNAL_JOB_KEYS}
+        assert assert_declared(shown, JobOut, unfilled=FILLED_BY_OTHER_CALLS) >= 1
+        typed = jobs.get_job(document["id"])
+        assert isinstance(typed, JobOut) and typed == JobOut.model_validate(document)
+    running = next(d for d in documents if d is not None and d["state"] == "RUNNING")
+    rows = 1 + len(running["placements"]) + len(running["placement_history"])
+    shown = {k: v for k, v in running.items() if k not in INTERNAL_JOB_KEYS}
+    assert running["placements"] and assert_declared(shown, JobOut, unfilled=FILLED_BY_OTHER_CALLS) == rows

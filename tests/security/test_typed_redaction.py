@@ -18,6 +18,7 @@ from scalar.api.auth import set_principal
 from scalar.api.tenancy import scoped_class
 from scalar.runtime.auth import OTHER_TENANT, OTHER_TENANT_NAME, Principal, redact_view
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.jobs import JobOut
 from scalar.wire.views import (
     AutoscalerOut,
     BlocksOut,
@@ -330,3 +331,54 @@ def test_a_users_status_still_hides_the_internal_health(secured: Secured) -> Non
     assert {k: v for k, v in mine.items() if k != "health"} == {
         k: v for k, v in whole.items() if k != "health"
     }
+
+
+def _job(job_id: str) -> JobOut:
+    return JobOut.model_validate(
+        {
+            "id": job_id,
+            "state": "PENDING",
+            "reason": f"waits behind {THEIRS} (team-b's) for the same node",
+            "tier": "FAST",
+            "gpu_count": 1,
+            "tenant": "team-a",
+        }
+    )
+
+
+class _CountingTokens(_Tokens):
+    """``_Tokens`` that counts the look-ups of whose jobs an answer names."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def foreign_job_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        self.lookups += 1
+        return super().foreign_job_ids(tenant, ids)
+
+
+class _JobPlane:
+    """A control plane whose job calls answer ``JobOut``s naming the other tenant's job."""
+
+    def get_job(self, job_id: str, tenant: str | None = None) -> JobOut:
+        return _job(job_id)
+
+    def list_jobs(self, *args: Any, **kwargs: Any) -> list[JobOut]:
+        return [_job(MINE), _job(MINE.replace("aaaaaa", "cccccc"))]
+
+
+def test_a_users_jobs_are_redacted_one_and_a_page_at_a_time() -> None:
+    plane, tokens = _JobPlane(), _CountingTokens()
+    scoped = scoped_class(plane)(plane, tokens)
+    user, admin = Principal("tok_a", "team-a", "user"), Principal("tok_admin", "default", "admin")
+
+    one = _as(user, lambda: scoped.get_job(MINE))
+    assert isinstance(one, JobOut) and one.id == MINE
+    assert one.reason == f"waits behind {OTHER_TENANT} ({OTHER_TENANT_NAME}'s) for the same node"
+    assert tokens.lookups == 1
+
+    page = _as(user, lambda: scoped.list_jobs())
+    assert [type(j) for j in page] == [JobOut, JobOut]
+    assert all(THEIRS not in j.model_dump_json() and OTHER_TENANT in (j.reason or "") for j in page)
+    assert tokens.lookups == 2  # the page is redacted as one answer: one look-up, not one per job
+    assert _as(admin, lambda: scoped.list_jobs()) == plane.list_jobs()  # an admin sees it whole
