@@ -15,6 +15,7 @@ from scalar.cli.cluster_output import table, usd
 from scalar.cli.errors import USAGE_ERROR, fail
 from scalar.cli.jobs import one_line_reason, print_problem_and_exit
 from scalar.cli.output import console, duration, print_json
+from scalar.wire.jobs import JobOut
 from scalar.wire.views import PreviewOut
 
 NOT_CONFIRMED = 1
@@ -103,8 +104,9 @@ def confirm(p: PreviewOut) -> None:
 
 
 def follow(server: str, job: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
-    """Poll the job until it runs or ends, with a spinner showing its state and reason."""
-    job_id = str(job.get("id"))
+    """Poll the job (``GET /jobs/{id}``, read as ``JobOut``) until it runs or ends, with a spinner showing
+    its state and reason; returns the last answer as the API sent it."""
+    job_id = JobOut.model_validate(job).id
     out = console()
     if quiet or not out.is_terminal:
         out = type(out)(file=sys.stderr, soft_wrap=True)
@@ -116,16 +118,15 @@ def follow(server: str, job: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
                 job = client.get_job(job_id)
             except (ServerProblem, ServerUnreachable) as exc:
                 print_problem_and_exit(exc)
-            line = f"job {job_id}: {job.get('state')} - {one_line_reason(job) or ''}"
+            typed = JobOut.model_validate(job)
+            line = f"job {job_id}: {typed.state} - {one_line_reason(typed) or ''}"
             if line != last:
                 status.update(line)
                 out.print(line, markup=False, highlight=False)
                 last = line
-            if job.get("state") in SETTLED:
+            if typed.state in SETTLED:
                 return job
             if time.monotonic() > deadline:
-                sys.stderr.write(
-                    f"error: job {job_id} still {job.get('state')} after {WAIT_TIMEOUT_S:.0f} s\n"
-                )
+                sys.stderr.write(f"error: job {job_id} still {typed.state} after {WAIT_TIMEOUT_S:.0f} s\n")
                 raise typer.Exit(USAGE_ERROR)
             time.sleep(POLL_S)
