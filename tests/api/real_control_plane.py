@@ -15,6 +15,7 @@ import httpx
 from scalar.api.app import create_app
 from scalar.api.ports import ControlPlanePort
 from scalar.runtime import ControlPlane, load_settings
+from scalar.wire.jobs import JobOut
 from scalar.wire.orderbook import OrderbookResponse
 from tests.api.live_server import serve
 
@@ -103,8 +104,10 @@ def opened_api(database_url: str, data_dir: Path, **overrides: Any) -> Iterator[
 
 
 def stored_jobs(control_plane: ControlPlane) -> list[dict[str, Any]]:
-    """Every job the control plane's store holds, oldest first (what a submission wrote)."""
-    return control_plane.list_jobs(limit=10_000)
+    """Every job document the control plane's store holds, oldest first (what a submission wrote)."""
+    store, _ = control_plane.core.opened()
+    with store.read() as tx:
+        return [dict(row.data) for row in tx.list_projection("jobs", None, limit=10_000)]
 
 
 class JobsOnly:
@@ -114,13 +117,13 @@ class JobsOnly:
     def __init__(self, control_plane: ControlPlane) -> None:
         self._cp = control_plane
 
-    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def submit_job(self, fields: Mapping[str, Any]) -> JobOut:
         return self._cp.submit_job(fields)
 
-    def cancel_job(self, job_id: str) -> dict[str, Any]:
+    def cancel_job(self, job_id: str) -> JobOut:
         return self._cp.cancel_job(job_id)
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
+    def get_job(self, job_id: str) -> JobOut | None:
         return self._cp.get_job(job_id)
 
     def list_jobs(
@@ -131,7 +134,7 @@ class JobsOnly:
         *,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobOut]:
         return self._cp.list_jobs(state, limit, offset, newest_first=newest_first, after=after)
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse:

@@ -60,8 +60,8 @@ def cluster(db_url: str, tmp_path: Path) -> Iterator[Cluster]:
 def running_small_job(c: Cluster) -> str:
     small = c.plane.submit_job(job(2, 60, vram_per_gpu_gb=40, name="small"))
     c.drive(20)
-    assert c.plane.get_job(small["id"])["state"] == "RUNNING"  # type: ignore[index]
-    return str(small["id"])
+    assert c.plane.get_job(small.id).state == "RUNNING"  # type: ignore[union-attr]
+    return str(small.id)
 
 
 def test_explain_of_a_pending_job_counts_rejected_nodes_and_gives_the_purchase_eta(cluster: Cluster) -> None:
@@ -70,7 +70,7 @@ def test_explain_of_a_pending_job_counts_rejected_nodes_and_gives_the_purchase_e
     big = c.plane.submit_job(job(8, 60, vram_per_gpu_gb=40, name="big"))
     c.drive(1)  # one step: no node fits, a purchase is placed
 
-    answer = c.get(f"/jobs/{big['id']}/explain")
+    answer = c.get(f"/jobs/{big.id}/explain")
 
     assert answer["state"] == "PENDING" and answer["source"] == "leader"
     assert (answer["queue_position"], answer["queue_length"]) == (1, 1)
@@ -79,7 +79,7 @@ def test_explain_of_a_pending_job_counts_rejected_nodes_and_gives_the_purchase_e
     assert sum(r["count"] for r in placement["rejections"]) == placement["nodes_rejected"]
     assert all(r["code"] and r["example"] for r in placement["rejections"])
     purchase = answer["purchase"]
-    assert purchase["in_flight"] and purchase["for_jobs"] == [big["id"]]
+    assert purchase["in_flight"] and purchase["for_jobs"] == [big.id]
     assert purchase["eta_at"] is not None and "median" in purchase["eta_basis"]  # from the first purchase
     assert purchase["deadline_at"] > purchase["placed_at"]
     text = "\n".join(answer["lines"])
@@ -92,7 +92,7 @@ def test_explain_of_a_pending_job_counts_rejected_nodes_and_gives_the_purchase_e
     follower = ControlPlane(settings_for(c.db_url, c.tmp_path), clock=c.clock)
     try:
         with serve(create_app(follower)) as url, httpx.Client(base_url=url, timeout=30) as http:
-            seen = http.get(f"/jobs/{big['id']}/explain").json()
+            seen = http.get(f"/jobs/{big.id}/explain").json()
             assert seen["source"] == "store" and seen["state"] == "PENDING"
             assert (seen["queue_position"], seen["queue_length"]) == (1, 1)
             assert seen["placement"] is None and "leader" in seen["notes"][0]
@@ -105,7 +105,7 @@ def test_explain_of_a_pending_job_counts_rejected_nodes_and_gives_the_purchase_e
         follower.stop()
 
     c.drive(20)
-    ran = c.get(f"/jobs/{big['id']}/explain")
+    ran = c.get(f"/jobs/{big.id}/explain")
     assert ran["state"] in ("RUNNING", "SUCCEEDED") and ran["queue_position"] is None
     assert not ran["purchase"]["in_flight"] and ran["purchase"]["eta_basis"] == "its nodes are READY"
     assert c.get(f"/jobs/{small}/explain")["waiting_s"] > 0
@@ -339,7 +339,7 @@ def test_nodes_and_blocks_page_with_a_cursor_and_keep_whole_fleet_totals(cluster
     c = cluster
     wide = c.plane.submit_job(job(24, 60, vram_per_gpu_gb=40, name="wide"))
     c.drive(30)
-    assert c.plane.get_job(wide["id"])["state"] == "RUNNING"  # type: ignore[index]
+    assert c.plane.get_job(wide.id).state == "RUNNING"  # type: ignore[union-attr]
     whole = c.get("/nodes", limit=1000)
     ids = [n["node_id"] for n in whole["nodes"]]
     assert len(ids) >= 3 and ids == sorted(ids) and whole["next"] is None

@@ -55,7 +55,7 @@ def test_metrics_count_jobs_gpus_and_spend_and_go_back_to_zero(db_url: str, tmp_
                 assert before[("scalar_jobs", state.value)] == 0
             assert before[("scalar_gpus_allocated", None)] == 0
 
-            ids = [plane.submit_job(job(2, 40, vram_per_gpu_gb=40))["id"] for _ in range(2)]
+            ids = [plane.submit_job(job(2, 40, vram_per_gpu_gb=40)).id for _ in range(2)]
             drive([plane], clock, 20)
             busy = parse(http.get("/metrics").text)
             assert busy[("scalar_jobs", "RUNNING")] == 2
@@ -74,7 +74,7 @@ def test_metrics_count_jobs_gpus_and_spend_and_go_back_to_zero(db_url: str, tmp_
 
             drive([plane], clock, 60)
             after = parse(http.get("/metrics").text)
-            assert all(plane.get_job(i)["state"] == "SUCCEEDED" for i in ids)  # type: ignore[index]
+            assert all(plane.get_job(i).state == "SUCCEEDED" for i in ids)  # type: ignore[union-attr]
             assert after[("scalar_jobs", "RUNNING")] == 0  # still emitted, back at 0
             assert after[("scalar_jobs", "SUCCEEDED")] == 2
             assert after[("scalar_gpus_allocated", None)] == 0

@@ -79,7 +79,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         drive([plane], clock, 1)
         with serve(create_app(plane)) as url:
             reads = _run_reads(url)
-            yield Live(url, plane, str(running["id"]), str(pending["id"]), reads)
+            yield Live(url, plane, str(running.id), str(pending.id), reads)
     finally:
         plane.stop()
 
@@ -195,7 +195,7 @@ def test_a_command_after_dashdash_is_the_jobs_command(run_cli: Run, live: Live) 
 
 def test_cancel_cancels_each_job_and_names_the_ids_it_could_not(run_cli: Run, live: Live) -> None:
     waiting = live.plane.submit_job(job(8, 600, vram_per_gpu_gb=40, tier="FLEX", name="to-cancel"))
-    job_id = str(waiting["id"])
+    job_id = str(waiting.id)
 
     result = scalar(run_cli, live, "cancel", job_id, "job-nope", "--json")
 

@@ -24,21 +24,22 @@ Jobs = list[dict[str, Any]]
 
 @pytest.fixture
 def served(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, Jobs]]:
-    """(base URL, the three jobs as stored, oldest first): the second one RUNNING with a placement."""
+    """(base URL, the three jobs as the API sends them, oldest first): the second one RUNNING with a
+    placement."""
     with opened_api(sqlite_url, tmp_path / "data") as (url, cp):
         ids = [
-            cp.submit_job({**JOB, "name": "first"})["id"],
-            cp.submit_job(JOB)["id"],
-            cp.submit_job({**JOB, "gpu_count": 8, "name": "big"})["id"],
+            cp.submit_job({**JOB, "name": "first"}).id,
+            cp.submit_job(JOB).id,
+            cp.submit_job({**JOB, "gpu_count": 8, "name": "big"}).id,
         ]
         for _ in range(100):  # the controller buys a node and places the job within a few steps
             cp.run_once()
             cp.run_executor_once()
-            if (cp.get_job(ids[1]) or {}).get("state") == "RUNNING":
+            if getattr(cp.get_job(ids[1]), "state", None) == "RUNNING":
                 break
         jobs = [cp.get_job(job_id) for job_id in ids]
-        assert all(jobs) and jobs[1] is not None and jobs[1]["state"] == "RUNNING", jobs
-        yield url, [j for j in jobs if j is not None]
+        assert all(jobs) and jobs[1] is not None and jobs[1].state == "RUNNING", jobs
+        yield url, [j.model_dump(mode="json") for j in jobs if j is not None]
 
 
 @pytest.fixture

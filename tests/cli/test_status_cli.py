@@ -42,12 +42,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     plane = ControlPlane(settings_for(f"sqlite:///{tmp}/scalar.db", tmp), clock=clock)
     plane.run_once()
     try:
-        running = plane.submit_job(job(5, 600, vram_per_gpu_gb=40, name="small"))["id"]  # an 8-GPU node
+        running = plane.submit_job(job(5, 600, vram_per_gpu_gb=40, name="small")).id  # an 8-GPU node
         drive([plane], clock, 20)
-        pending = plane.submit_job(job(8, 600, vram_per_gpu_gb=40, name="big"))["id"]
+        pending = plane.submit_job(job(8, 600, vram_per_gpu_gb=40, name="big")).id
         drive([plane], clock, 1)
-        assert plane.get_job(running)["state"] == "RUNNING"  # type: ignore[index]
-        assert plane.get_job(pending)["state"] == "PENDING"  # type: ignore[index]
+        assert plane.get_job(running).state == "RUNNING"  # type: ignore[union-attr]
+        assert plane.get_job(pending).state == "PENDING"  # type: ignore[union-attr]
         with serve(create_app(plane)) as url:
             yield Live(url, plane, str(running), str(pending))
     finally:
@@ -182,10 +182,21 @@ def test_status_runs_as_a_real_process(live: Live, run_cli: Any) -> None:
 
 def test_only_a_purchase_with_a_cost_asks_for_confirmation() -> None:
     from scalar.cli.submit_preview import commits_money
+    from scalar.wire.views import PreviewOut
 
-    assert commits_money({"needs_purchase": True, "new_commitment": "12.500000"})
-    assert not commits_money(
-        {"needs_purchase": True, "new_commitment": "0.000000"}
-    )  # nothing fits yet: waits
-    assert not commits_money({"needs_purchase": False, "new_commitment": "3.000000"})
-    assert commits_money({"needs_purchase": True, "new_commitment": "garbled"})  # unsure: ask
+    def preview(needs_purchase: bool, new_commitment: str) -> PreviewOut:
+        return PreviewOut(
+            job={},
+            currency="USD",
+            needs_purchase=needs_purchase,
+            node=None,
+            purchase=None,
+            job_cost=None,
+            new_commitment=new_commitment,
+            reason="",
+        )
+
+    assert commits_money(preview(True, "12.500000"))
+    assert not commits_money(preview(True, "0.000000"))  # nothing fits yet: waits
+    assert not commits_money(preview(False, "3.000000"))
+    assert commits_money(preview(True, "garbled"))  # unsure: ask

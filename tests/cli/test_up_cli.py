@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scalar.wire.jobs import JobOut
 from tests.conftest import REPO
 
 URL = re.compile(r"API\s+(http://127\.0\.0\.1:\d+)")
@@ -276,12 +277,12 @@ def test_the_demo_tells_the_market_the_work_of_each_job_it_submits() -> None:
         def clock(self) -> object:
             return None
 
-        def list_jobs(self, **_kw: object) -> list[dict[str, Any]]:
+        def list_jobs(self, **_kw: object) -> list[JobOut]:
             return []
 
-        def submit_job(self, fields: dict[str, Any]) -> dict[str, Any]:
+        def submit_job(self, fields: dict[str, Any]) -> JobOut:
             self.jobs.append({**fields, "id": f"job-{len(self.jobs)}"})
-            return self.jobs[-1]
+            return JobOut.model_validate({**self.jobs[-1], "state": "PENDING"})
 
     plane = Plane()
     DemoWorkload(plane, seed=3, time_scale=60.0, stop=Stop(12), say=lambda _t: None).run()  # type: ignore[arg-type]

@@ -59,7 +59,7 @@ def assigned_uuids(c: Controller, job_id: str) -> str:
 
 
 def worker_token(c: Controller, job_id: str) -> str:
-    sealed = c.plane.get_job(job_id)["env"][WORKER_TOKEN_ENV]  # sealed at rest
+    sealed = c.plane.job_service.get_document(job_id)["env"][WORKER_TOKEN_ENV]  # sealed at rest
     return c.plane.agents.secret_box().open(sealed)
 
 

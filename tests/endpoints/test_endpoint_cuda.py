@@ -14,11 +14,12 @@ from scalar.domain.endpoints import fleet_cuda_versions
 from scalar.domain.gpus import CudaVersion
 from scalar.providers.builtin.config import BUILTIN_CUDA_VERSION
 from scalar.runtime import ControlPlane
+from tests.api.real_control_plane import stored_jobs
 from tests.endpoints.harness import drive_until, endpoint_api, spec
 
 
 def worker_jobs(plane: ControlPlane, eid: str) -> list[dict[str, Any]]:
-    return [j for j in plane.list_jobs(limit=1000) if j.get("endpoint_id") == eid]
+    return [j for j in stored_jobs(plane) if j.get("endpoint_id") == eid]
 
 
 def test_workers_run_on_nodes_of_an_allowed_cuda_version_and_wait_when_none_is(

@@ -93,7 +93,7 @@ def test_each_tenant_sees_and_changes_only_its_own_endpoints(api: Secured) -> No
         done = alice.get(f"/v2/{eid}/status/{rid}").json()
         assert done["status"] == "COMPLETED" and done["output"]["echo"] == {"n": 1}, done
         job_ids = [w["job_id"] for w in alice.get(f"/endpoints/{eid}").json()["workers"]]
-        assert job_ids and all(api.cp.get_job(j)["endpoint_id"] == eid for j in job_ids)  # type: ignore[index]
+        assert job_ids and all(api.cp.job_service.get_document(j)["endpoint_id"] == eid for j in job_ids)  # type: ignore[index]
         assert {alice.get(f"/jobs/{j}").json()["tenant"] for j in job_ids} == {"team-a"}
         assert not set(job_ids) & {j["id"] for j in bob.get("/jobs").json()["jobs"]}
         assert (

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tests.api.real_control_plane import stored_jobs
 from tests.endpoints.harness import drive_until, driving_in_background, endpoint_api, spec
 
 
@@ -58,7 +59,7 @@ def test_deploy_serve_a_burst_scale_up_and_back_to_zero(db_url: str, tmp_path: P
 
         # the workers were jobs of the control plane, tagged with the endpoint, cancelled by scale-down
         def worker_jobs() -> list[dict[str, Any]]:
-            return [j for j in plane.list_jobs(limit=1000) if j.get("endpoint_id") == eid]
+            return [j for j in stored_jobs(plane) if j.get("endpoint_id") == eid]
 
         drive_until(plane, clock, lambda: all(j["state"] != "RUNNING" for j in worker_jobs()))
         jobs = worker_jobs()

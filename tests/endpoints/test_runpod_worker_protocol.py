@@ -138,7 +138,7 @@ def test_the_worker_routes_take_only_the_workers_own_raw_key(sqlite_url: str, tm
             eid = deploy(c, worker_spec("rp-auth", "sync", tmp_path))
             finished(c, eid, run(c, eid, {"x": 2}), 90)
             [worker] = [w for w in c.http.get(f"/endpoints/{eid}").json()["workers"] if w["state"] != "lost"]
-            sealed = c.plane.get_job(worker["job_id"])["env"]["SCALAR_WORKER_TOKEN"]
+            sealed = c.plane.job_service.get_document(worker["job_id"])["env"]["SCALAR_WORKER_TOKEN"]
             key = c.plane.agents.secret_box().open(sealed)
             base = f"{c.url}/agent/v1/runpod/{eid}"
             with httpx.Client(timeout=30) as raw:
@@ -185,7 +185,7 @@ def test_the_worker_protocol_over_raw_http_take_batch_abandoned_poll_done_stream
 
             worker = wait_until(started, 30, "the worker's job running")
             key = c.plane.agents.secret_box().open(
-                c.plane.get_job(worker["job_id"])["env"]["SCALAR_WORKER_TOKEN"]
+                c.plane.job_service.get_document(worker["job_id"])["env"]["SCALAR_WORKER_TOKEN"]
             )
             base = f"{c.url}/agent/v1/runpod/{eid}"
             wid = worker["id"]

@@ -113,7 +113,7 @@ def test_a_limit_the_engine_has_not_heard_of_refuses_in_the_transaction_and_noth
         finally:
             engine.dispose()
         [only] = plane.list_jobs()
-        assert only["state"] == "PENDING"
+        assert only.state == "PENDING"
     finally:
         plane.stop()
     audit(db_url, plane.settings.controller, settled=True)

@@ -22,9 +22,7 @@ def _submit(plane: ControlPlane, gpus: int) -> str:
     """Submit as a client would: a refused connection is retried; an accepted job is never lost."""
     for _ in range(200):
         try:
-            return str(
-                plane.submit_job({"tier": "FAST", "gpu_count": gpus, "expected_duration_sec": 3})["id"]
-            )
+            return str(plane.submit_job({"tier": "FAST", "gpu_count": gpus, "expected_duration_sec": 3}).id)
         except (OperationalError, StoreError):
             time.sleep(0.1)
     raise AssertionError("the database never came back")
@@ -65,7 +63,7 @@ def test_a_database_restart_mid_run_loses_nothing(tmp_path: Path) -> None:
             while waiting and time.monotonic() < deadline:
                 time.sleep(0.5)
                 try:
-                    waiting -= {j for j in waiting if (plane.get_job(j) or {}).get("state") == "SUCCEEDED"}
+                    waiting -= {j for j in waiting if getattr(plane.get_job(j), "state", None) == "SUCCEEDED"}
                 except (OperationalError, StoreError):
                     continue
             assert not waiting, {j: plane.get_job(j) for j in waiting}

@@ -68,7 +68,7 @@ def test_kill_9_during_purchases_keeps_the_ledger_and_the_limit(db_url: str, tmp
                         "gpu_count": rng.choice((1, 2, 8, 8)),
                         "expected_duration_sec": 2,
                     }
-                    submitted.append(client.submit_job(fields)["id"])
+                    submitted.append(client.submit_job(fields).id)
                     time.sleep(rng.uniform(0.05, 0.2))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
@@ -81,7 +81,7 @@ def test_kill_9_during_purchases_keeps_the_ledger_and_the_limit(db_url: str, tmp
                 deadline = time.monotonic() + 150
                 while waiting and time.monotonic() < deadline:
                     time.sleep(0.5)
-                    waiting -= {j["id"] for j in client.list_jobs(limit=100_000) if j["state"] == "SUCCEEDED"}
+                    waiting -= {j.id for j in client.list_jobs(limit=100_000) if j.state == "SUCCEEDED"}
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)

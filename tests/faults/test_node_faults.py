@@ -33,7 +33,7 @@ def run_until(
     plane: ControlPlane, clock: Clock, ids: list[str], states: set[str], limit_s: int = 900
 ) -> None:
     for _ in range(limit_s // 5):
-        if all((plane.get_job(i) or {}).get("state") in states for i in ids):
+        if all(getattr(plane.get_job(i), "state", None) in states for i in ids):
             return
         drive([plane], clock, 5, step_s=2.5)
     raise AssertionError({i: plane.get_job(i) for i in ids})
@@ -42,7 +42,7 @@ def run_until(
 def test_failed_boots_are_bought_again_and_the_jobs_finish(world: Any) -> None:
     clock, plane, market, db_url = world
     market.fail_next_boot(3)
-    ids = [plane.submit_job(job(gpus=g, duration=30))["id"] for g in (1, 8)]
+    ids = [plane.submit_job(job(gpus=g, duration=30)).id for g in (1, 8)]
     run_until(plane, clock, ids, {"SUCCEEDED"})
     result = audit(db_url, plane.settings.controller)
     assert result.states() == {"SUCCEEDED": 2}
@@ -54,9 +54,9 @@ def test_failed_boots_are_bought_again_and_the_jobs_finish(world: Any) -> None:
 @pytest.mark.slow  # a whole run through a preemption
 def test_a_node_preempted_under_running_jobs_requeues_them_and_they_finish_once(world: Any) -> None:
     clock, plane, market, db_url = world
-    ids = [plane.submit_job(job(gpus=1, duration=120))["id"] for _ in range(2)]
+    ids = [plane.submit_job(job(gpus=1, duration=120)).id for _ in range(2)]
     run_until(plane, clock, ids, {"RUNNING"})
-    nodes = {p["node_id"] for i in ids for p in (plane.get_job(i) or {})["placements"]}
+    nodes = {p.node_id for i in ids for p in getattr(plane.get_job(i), "placements", [])}
     at_us = to_us(clock() + timedelta(seconds=2))
     with market.engine.begin() as conn:  # the seller takes the nodes back, as a spot interruption does
         conn.execute(
@@ -66,8 +66,8 @@ def test_a_node_preempted_under_running_jobs_requeues_them_and_they_finish_once(
         )
     drive([plane], clock, 10)
     for i in ids:
-        j = plane.get_job(i) or {}
-        assert j["preemptions"] >= 1, j
+        j = plane.get_job(i)
+        assert j is not None and j.preemptions >= 1, j
     run_until(plane, clock, ids, {"SUCCEEDED"}, limit_s=1800)
     result = audit(db_url, plane.settings.controller)
     assert result.states() == {"SUCCEEDED": 2}

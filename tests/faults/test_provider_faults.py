@@ -74,11 +74,11 @@ def faulty(
 @pytest.mark.slow  # a whole run per fault kind
 def test_jobs_finish_exactly_once_through_a_flaky_seller(faulty: tuple[Clock, ControlPlane, str]) -> None:
     clock, plane, db_url = faulty
-    ids = [plane.submit_job(job(gpus=g, duration=30))["id"] for g in (1, 2, 8)]
+    ids = [plane.submit_job(job(gpus=g, duration=30)).id for g in (1, 2, 8)]
     for _ in range(40):
         drive([plane], clock, 15)
         jobs = {i: plane.get_job(i) for i in ids}
-        if all(j is not None and j["state"] in {s.value for s in TERMINAL} for j in jobs.values()):
+        if all(j is not None and j.state in {s.value for s in TERMINAL} for j in jobs.values()):
             break
     result = audit(db_url, plane.settings.controller)
     assert result.states()["SUCCEEDED"] == 3, result.states()

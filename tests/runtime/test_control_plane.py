@@ -36,19 +36,19 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
     small = plane.submit_job(job(1, 40, name="one-gpu"))
     gang = plane.submit_job(job(16, 60))
     flex = plane.submit_job(job(8, 40, tier="FLEX"))
-    assert small["state"] == "PENDING" and small["name"] == "one-gpu"
-    assert plane.get_job(small["id"])["state"] == "PENDING"  # type: ignore[index]
+    assert small.state == "PENDING" and small.name == "one-gpu"
+    assert plane.get_job(small.id).state == "PENDING"  # type: ignore[union-attr]
 
     drive([plane], clock, 30)
-    running = {j["id"]: j for j in plane.list_jobs()}
-    assert running[gang["id"]]["state"] in ("SCHEDULED", "RUNNING")
-    assert len(running[gang["id"]]["placements"]) == 2  # 16 GPUs as a gang of two 8-GPU nodes
+    running = {j.id: j for j in plane.list_jobs()}
+    assert running[gang.id].state in ("SCHEDULED", "RUNNING")
+    assert len(running[gang.id].placements) == 2  # 16 GPUs as a gang of two 8-GPU nodes
 
     drive([plane], clock, 120)
-    done = {j["id"]: j for j in plane.list_jobs()}
-    assert {j["state"] for j in done.values()} == {"SUCCEEDED"}, done
-    assert done[small["id"]]["finished_at"] is not None and done[small["id"]]["reason"]
-    assert [j["id"] for j in plane.list_jobs()] == sorted(done)  # listed in submission order
+    done = {j.id: j for j in plane.list_jobs()}
+    assert {j.state for j in done.values()} == {"SUCCEEDED"}, done
+    assert done[small.id].finished_at is not None and done[small.id].reason
+    assert [j.id for j in plane.list_jobs()] == sorted(done)  # listed in submission order
     assert plane.list_jobs(state="succeeded", limit=1, offset=1) == [done[sorted(done)[1]]]
 
     result = audit(db_url, plane.settings.controller)
@@ -57,9 +57,9 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
     assert {key for _, key in result.market_orders} == set(result.buy_actions)
     with plane.store.read() as tx:  # type: ignore[union-attr]
         assert tx.count_projection("nodes") >= 3 and tx.count_projection("orders") == len(result.buy_actions)
-        assert tx.story(small["id"])[-1].code == "succeeded"
+        assert tx.story(small.id)[-1].code == "succeeded"
         assert tx.count_unconsumed_inbox() == 0
-    assert plane.story(flex["id"])[0]["code"] == "submitted"
+    assert plane.story(flex.id)[0]["code"] == "submitted"
 
 
 def test_a_cancelled_job_ends_cancelled_and_unknown_ids_are_refused(
@@ -68,11 +68,11 @@ def test_a_cancelled_job_ends_cancelled_and_unknown_ids_are_refused(
     plane.run_once()
     long = plane.submit_job(job(1, 500))  # a scaled contract lasts 7 days / 600 = 1008 s
     drive([plane], clock, 20)
-    assert plane.get_job(long["id"])["state"] == "RUNNING"  # type: ignore[index]
-    assert plane.cancel_job(long["id"])["cancel_requested"] is True
+    assert plane.get_job(long.id).state == "RUNNING"  # type: ignore[union-attr]
+    assert plane.cancel_job(long.id).cancel_requested is True
     drive([plane], clock, 3)
-    cancelled = plane.get_job(long["id"])
-    assert cancelled is not None and cancelled["state"] == "CANCELLED" and cancelled["placements"] == []
+    cancelled = plane.get_job(long.id)
+    assert cancelled is not None and cancelled.state == "CANCELLED" and cancelled.placements == []
     with plane.store.read() as tx:  # type: ignore[union-attr]
         stops = [a for a in tx.list_actions() if a.kind == "StopWork"]
     assert [a.status for a in stops] == ["done"]
@@ -116,17 +116,17 @@ def test_too_large_names_the_limit_and_how_to_raise_it(plane: ControlPlane) -> N
 def test_a_restarted_plane_resumes_the_same_state(db_url: str, tmp_path: Path, clock: Clock) -> None:
     first = ControlPlane(settings_for(db_url, tmp_path), clock=clock)
     first.run_once()
-    ids = [first.submit_job(job(2, 30))["id"] for _ in range(3)]
+    ids = [first.submit_job(job(2, 30)).id for _ in range(3)]
     drive([first], clock, 15)
-    seen = {i: first.get_job(i)["state"] for i in ids}  # type: ignore[index]
+    seen = {i: first.get_job(i).state for i in ids}  # type: ignore[union-attr]
     first.stop()  # clean stop gives the lease up
     second = ControlPlane(settings_for(db_url, tmp_path), clock=clock)
     try:
         second.run_once()
         assert second.is_leader
-        assert {i: second.get_job(i)["state"] for i in ids} == seen  # type: ignore[index]
+        assert {i: second.get_job(i).state for i in ids} == seen  # type: ignore[union-attr]
         drive([second], clock, 60)
-        assert {second.get_job(i)["state"] for i in ids} == {"SUCCEEDED"}  # type: ignore[index]
+        assert {second.get_job(i).state for i in ids} == {"SUCCEEDED"}  # type: ignore[union-attr]
     finally:
         second.stop()
     result = audit(db_url, second.settings.controller)
@@ -166,7 +166,7 @@ def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(
         with plane.store.write() as tx:
             tx.put_state(PUBLISHED_OFFERS, encode_offers(held, clock()))
         accepted = replica.submit_job({"tier": "FAST", "gpu_count": 2, "expected_duration_sec": 60})
-        assert accepted["state"] == "PENDING"
+        assert accepted.state == "PENDING"
         with pytest.raises(JobRejectedError):  # judged on the same offers: no GPU that large on offer
             replica.submit_job({"tier": "FAST", "gpu_count": 1, "vram_per_gpu_gb": 10_000})
     finally:

@@ -106,7 +106,7 @@ def test_kill_9_at_random_points_loses_nothing_and_buys_nothing_twice(db_url: st
                         "gpu_count": rng.choice(SHAPES),
                         "expected_duration_sec": rng.uniform(1, 4),
                     }
-                    submitted.append(client.submit_job(fields)["id"])
+                    submitted.append(client.submit_job(fields).id)
                     time.sleep(rng.uniform(0.05, 0.25))
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
@@ -121,9 +121,7 @@ def test_kill_9_at_random_points_loses_nothing_and_buys_nothing_twice(db_url: st
                 while waiting and time.monotonic() < deadline:
                     time.sleep(0.5)
                     done = {
-                        j["id"]
-                        for j in client.list_jobs(limit=100_000)
-                        if j["state"] in ("SUCCEEDED", "FAILED")
+                        j.id for j in client.list_jobs(limit=100_000) if j.state in ("SUCCEEDED", "FAILED")
                     }
                     waiting -= done
             finally:

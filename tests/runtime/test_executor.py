@@ -73,7 +73,7 @@ def test_a_refused_purchase_becomes_a_rejected_order_and_the_group_backs_off(set
     assert any("account suspended" in d["message"] for d in plane.story(first.action_id))
     assert group is not None and group.state == "backoff"
     drive([plane], clock, 40)  # routed elsewhere (or retried after the backoff): it still gets done
-    assert plane.get_job(submitted["id"])["state"] in ("RUNNING", "SUCCEEDED")  # type: ignore[index]
+    assert plane.get_job(submitted.id).state in ("RUNNING", "SUCCEEDED")  # type: ignore[union-attr]
 
 
 def test_a_start_that_cannot_happen_sends_the_job_back_to_pending(setup: Any) -> None:
@@ -84,12 +84,12 @@ def test_a_start_that_cannot_happen_sends_the_job_back_to_pending(setup: Any) ->
         seller.fail_start = ProviderError(seller.name, "node is gone", retryable=False)
     for _ in range(30):
         drive([plane], clock, 1)
-        if plane.get_job(submitted["id"])["preemptions"]:  # type: ignore[index]
+        if plane.get_job(submitted.id).preemptions:  # type: ignore[union-attr]
             break
-    story = [d["code"] for d in plane.story(submitted["id"])]
+    story = [d["code"] for d in plane.story(submitted.id)]
     assert "preempted" in story
     drive([plane], clock, 40)
-    assert plane.get_job(submitted["id"])["state"] == "SUCCEEDED"  # type: ignore[index]
+    assert plane.get_job(submitted.id).state == "SUCCEEDED"  # type: ignore[union-attr]
 
 
 def test_node_events_of_an_unrecorded_purchase_wait_for_it(setup: Any, db_url: str) -> None:

@@ -50,7 +50,7 @@ def test_exactly_one_acts_and_the_standby_takes_over_after_the_ttl(world: Any, d
     a.run_once()
     b.run_once()
     assert a.is_leader and not b.is_leader
-    ids = [b.submit_job(job(2, 40))["id"] for _ in range(3)]  # the standby accepts submissions too
+    ids = [b.submit_job(job(2, 40)).id for _ in range(3)]  # the standby accepts submissions too
     for _ in range(20):
         drive([a, b], clock, 1)
         assert [a.is_leader, b.is_leader] == [True, False]
@@ -63,7 +63,7 @@ def test_exactly_one_acts_and_the_standby_takes_over_after_the_ttl(world: Any, d
     assert not b.is_leader
     drive([b], clock, 4)
     assert b.is_leader and b.health()["epoch"] == epoch + 1
-    more = [b.submit_job(job(1, 30))["id"] for _ in range(2)]
+    more = [b.submit_job(job(1, 30)).id for _ in range(2)]
     drive([b], clock, 90)
     assert writers(b) == {a.settings.holder, b.settings.holder}
     result = audit(db_url, b.settings.controller)

@@ -72,19 +72,19 @@ def test_kill_the_leader_process_and_the_standby_takes_over(pg_url: str, tmp_pat
         wait_for("a leader", lambda: holder_pid() in {p.pid for p in procs}, 60)
         first = holder_pid()
         ids = [
-            client.submit_job({"tier": "FAST", "gpu_count": g, "expected_duration_sec": 3})["id"]
+            client.submit_job({"tier": "FAST", "gpu_count": g, "expected_duration_sec": 3}).id
             for g in (1, 2, 8, 16)
         ]
-        wait_for("a job to run", lambda: any(j["state"] != "PENDING" for j in client.list_jobs()), 60)
+        wait_for("a job to run", lambda: any(j.state != "PENDING" for j in client.list_jobs()), 60)
         leader = next(p for p in procs if p.pid == first)
         standby = next(p for p in procs if p.pid != first)
         leader.send_signal(signal.SIGKILL)
         leader.wait(30)
         wait_for("the standby to take over", lambda: holder_pid() == standby.pid, 60)
-        ids += [client.submit_job({"tier": "FAST", "gpu_count": 4, "expected_duration_sec": 2})["id"]]
+        ids += [client.submit_job({"tier": "FAST", "gpu_count": 4, "expected_duration_sec": 2}).id]
         wait_for(
             "every job to finish",
-            lambda: {j["id"] for j in client.list_jobs() if j["state"] == "SUCCEEDED"} >= set(ids),
+            lambda: {j.id for j in client.list_jobs() if j.state == "SUCCEEDED"} >= set(ids),
             90,
         )
         standby.send_signal(signal.SIGTERM)

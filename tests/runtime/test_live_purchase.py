@@ -205,7 +205,7 @@ def test_a_16_node_job_becomes_one_sfcompute_order_with_its_key_and_exact_total_
             cp.run_once()
         (buy,) = actions(cp, "BuyCapacity")
         # Work on SFCompute nodes starts through the node agent; cancelled now, the job never needs it.
-        cp.cancel_job(submitted["id"])
+        cp.cancel_job(submitted.id)
         request = buy.payload["action"]["request"]
         assert (request["provider"], request["instance_type"], request["node_count"]) == (
             "sfcompute",
@@ -240,7 +240,7 @@ def test_a_16_node_job_becomes_one_sfcompute_order_with_its_key_and_exact_total_
             len(orders.orders) == len(orders.creates) == 1
         )  # asked again: found by its key, not bought twice
         assert buy.action_id in orders.keys and orders.orders["ordr_1"]["status"] == "filled"
-        assert cp.get_job(submitted["id"])["state"] == "CANCELLED"  # type: ignore[index]
+        assert cp.get_job(submitted.id).state == "CANCELLED"  # type: ignore[union-attr]
         assert cp.settings.controller.agent_providers == ("sfcompute",)  # real nodes run work via the agent
         register_agents(cp, clock, [f"ordr_1-n{i}" for i in range(16)])
         # The block is idle: released through the client, which looks the order up. A filled SFCompute
@@ -272,7 +272,7 @@ def test_prime_pods_are_bought_and_released_through_the_client_beside_builtin_se
         assert cp.sellers.sells("runpod") == "builtin"  # RunPod gives prices only; the built-in sells
         submitted = cp.submit_job(job(1, 60))
         run_until(cp, clock, lambda: bool(pods.pods))
-        cp.cancel_job(submitted["id"])  # work starts through the node agent: the job does not wait for it
+        cp.cancel_job(submitted.id)  # work starts through the node agent: the job does not wait for it
         (pod,) = pods.pods.values()
         assert pod["name"].startswith("scalar-") and pod["gpuName"].startswith("H100")
         (buy,) = [a for a in actions(cp, "BuyCapacity") if a.payload["provider"] == "prime"]

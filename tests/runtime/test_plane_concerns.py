@@ -39,10 +39,10 @@ def _drive(core: PlaneCore, seconds: int) -> None:
 def test_jobs_are_accepted_read_and_cancelled_through_the_core_alone(core: PlaneCore) -> None:
     jobs = JobService(core, AccessService(core).secret_box)
     accepted = jobs.submit_job(job(1, 60, name="alone"))
-    assert accepted["state"] == "PENDING" and core.store is not None  # the first call opened the core
-    assert jobs.get_job(accepted["id"]) == accepted
-    assert [j["id"] for j in jobs.list_jobs()] == [accepted["id"]]
-    assert jobs.cancel_job(accepted["id"])["cancel_requested"] is True
+    assert accepted.state == "PENDING" and core.store is not None  # the first call opened the core
+    assert jobs.get_job(accepted.id) == accepted
+    assert [j.id for j in jobs.list_jobs()] == [accepted.id]
+    assert jobs.cancel_job(accepted.id).cancel_requested is True
     with pytest.raises(KeyError):
         jobs.cancel_job("job-20990101T000000-000000")
     with pytest.raises(JobRejectedError) as refused:
@@ -53,7 +53,7 @@ def test_jobs_are_accepted_read_and_cancelled_through_the_core_alone(core: Plane
 def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> None:
     jobs = JobService(core, AccessService(core).secret_box)
     cluster = ClusterService(core)
-    job_id = jobs.submit_job(job(1, 600))["id"]
+    job_id = jobs.submit_job(job(1, 600)).id
     assert cluster.nodes().nodes == []
     _drive(core, 30)
     assert core.is_leader
@@ -61,7 +61,7 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
     assert [n.jobs for n in nodes if n.jobs] == [[job_id]]
     assert cluster.status().health["role"] == "leader"
     explained = cluster.explain(job_id)
-    assert explained is not None and explained["state"] == "RUNNING"
+    assert explained is not None and explained.state == "RUNNING"
     assert jobs.explain_job(job_id) is not None  # the leader's own explanation
     assert [s["code"] for s in jobs.story(job_id)][:1] == ["submitted"]
 
@@ -94,7 +94,7 @@ def test_the_facade_hands_out_one_core_to_every_concern(sqlite_url: str, tmp_pat
         plane.open()
         assert plane.store is plane.core.store is not None
         assert plane.settings is plane.core.settings  # replaced by open(): read through the core
-        job_id = plane.submit_job(job(1, 60))["id"]
+        job_id = plane.submit_job(job(1, 60)).id
         assert plane.job_service.get_job(job_id) == plane.get_job(job_id)
     finally:
         plane.stop()

@@ -32,18 +32,19 @@ def _outcome(plane: ControlPlane, job_id: str) -> dict[str, Any]:
     """Where the job went at the step that decided it: its node, or the purchase made for it."""
     got = plane.get_job(job_id)
     assert got is not None
-    if got["placements"]:
-        return {"node": got["placements"][0]["node_id"]}
+    if got.placements:
+        return {"node": got.placements[0].node_id}
     status = plane.autoscaler_status(all_groups=True)
-    for order in status["open_orders"]:
-        if job_id in order["for_jobs"]:
-            group = next(g for g in status["groups"] if g["name"] == order["group"])
+    for order in status.open_orders:
+        if job_id in order.for_jobs:
+            group = next(g for g in status.groups if g.name == order.group)
+            assert group.price_per_gpu_hour is not None
             return {
-                "group": order["group"],
-                "node_count": order["node_count"],
-                "price": round_micros(Decimal(group["price_per_gpu_hour"])),
+                "group": order.group,
+                "node_count": order.node_count,
+                "price": round_micros(Decimal(group.price_per_gpu_hour)),
             }
-    return {"pending": got["reason"]}
+    return {"pending": got.reason}
 
 
 def _check(plane: ControlPlane, clock: Clock, fields: dict[str, Any], compared: dict[str, int]) -> None:
@@ -51,24 +52,24 @@ def _check(plane: ControlPlane, clock: Clock, fields: dict[str, Any], compared: 
     preview = plane.preview_job(fields)
     accepted = plane.submit_job(fields)
     plane.run_once()
-    if fields["tier"] == "FLEX" and not preview["node"]:
+    if fields["tier"] == "FLEX" and not preview.node:
         clock.advance(FLEX_WAIT_S)  # the batch is released: the preview stepped to this time too
         plane.run_once()
-    outcome = _outcome(plane, accepted["id"])
-    if preview["node"] is not None:
-        assert outcome == {"node": preview["node"]["node_id"]}, (fields, preview["reason"], outcome)
+    outcome = _outcome(plane, accepted.id)
+    if preview.node is not None:
+        assert outcome == {"node": preview.node.node_id}, (fields, preview.reason, outcome)
         compared["node"] += 1
-    elif preview["purchase"] is not None:
-        buy = preview["purchase"]
+    elif preview.purchase is not None:
+        buy = preview.purchase
         expected = {
-            "group": buy["group"],
-            "node_count": buy["node_count"],
-            "price": Decimal(buy["price_per_gpu_hour"]),
+            "group": buy.group,
+            "node_count": buy.node_count,
+            "price": Decimal(buy.price_per_gpu_hour),
         }
-        assert outcome == expected, (fields, preview["reason"], outcome)
+        assert outcome == expected, (fields, preview.reason, outcome)
         compared["group"] += 1
     else:
-        assert "pending" in outcome, (fields, preview["reason"], outcome)
+        assert "pending" in outcome, (fields, preview.reason, outcome)
     while plane.run_executor_once():
         pass
 

@@ -14,13 +14,23 @@ import pytest
 from pydantic import BaseModel
 
 from scalar.runtime import budgets as budgets_mod
+from scalar.runtime import preview as job_preview
 from scalar.runtime import views_market
 from scalar.runtime.plane.access import AccessService
 from scalar.runtime.plane.cluster import ClusterService
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.plane.jobs import JobService
 from scalar.wire.budgets import BudgetsOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.jobs import JobOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    PreviewOut,
+    StatusOut,
+)
 from tests.runtime.helpers import Clock, job, settings_for
 
 
@@ -128,3 +138,83 @@ def test_the_budgets_model_declares_every_key_the_runtime_fills(driven: PlaneCor
         isinstance(typed, BudgetsOut)
         and typed.model_dump(mode="json") == answer == access.budgets().model_dump()
     )
+
+
+def test_the_explanation_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    store, _ = driven.opened()
+    with store.read() as tx:
+        job_ids = [r.id for r in tx.list_projection("jobs", None, limit=10)]
+    checked = 0
+    for job_id in job_ids:
+        answer = cluster.views().explain(job_id)
+        assert answer is not None and answer["story"], job_id
+        # the answer, its placement and rejections, routing, purchase and its story's entries
+        checked += assert_declared(answer, ExplanationOut)
+        typed = cluster.explain(job_id)
+        assert isinstance(typed, ExplanationOut)
+        assert typed.model_dump(mode="json", by_alias=True) == answer
+    assert checked >= len(job_ids) * 3  # each with a story of at least two decisions
+    assert cluster.explain("job-none") is None
+
+
+def test_the_autoscaler_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    cluster = ClusterService(driven)
+    for all_groups in (False, True):
+        answer = views_market.autoscaler_status(cluster.views(), all_groups)
+        assert answer["source"] == "leader" and answer["groups"] and answer["recent_actions"]
+        # the answer, its groups and their slices, the slice totals, the actions, consolidation
+        assert assert_declared(answer, AutoscalerOut) >= 1 + 2 * len(answer["groups"]) + 1 + 1
+        typed = cluster.autoscaler_status(all_groups)
+        assert isinstance(typed, AutoscalerOut)
+        # the model's order is the API's (the runtime fills consolidation before unmet_by_reason)
+        assert typed.model_dump(mode="json") == answer
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        job(1, 600),  # fits on a READY node
+        {**job(8, 600), "vram_per_gpu_gb": 80},  # needs a purchase
+    ],
+)
+def test_the_preview_model_declares_every_key_the_runtime_fills(
+    driven: PlaneCore, fields: dict[str, Any]
+) -> None:
+    jobs = JobService(driven, AccessService(driven).secret_box)
+    spec, problems = job_preview.checked_spec(
+        fields, driven.settings, jobs._validation_offers(driven.clock()), driven.clock()
+    )
+    assert spec is not None and not problems
+    store, _ = driven.opened()
+    answer = job_preview.preview(store, driven.settings, spec, driven.clock())
+    assert answer["node"] is not None or answer["purchase"] is not None, answer["reason"]
+    assert assert_declared(answer, PreviewOut) == 2  # the preview and its node or purchase
+    typed = jobs.preview_job(fields)
+    assert isinstance(typed, PreviewOut)
+    assert typed.model_dump(mode="json") == job_preview.preview(store, driven.settings, spec, driven.clock())
+
+
+# Keys of a stored job document the API never shows: the serverless endpoint a worker's job runs for (the
+# endpoints read the documents, plane/jobs.py's JobDocuments).
+INTERNAL_JOB_KEYS = ("endpoint_id",)
+# JobOut's fields that other calls fill: cancel_job's cancel_requested, get_job's allocated_ports (the agent's),
+# and ports, stored only when a job asks for some.
+FILLED_BY_OTHER_CALLS = ("cancel_requested", "allocated_ports", "ports")
+
+
+def test_the_job_model_declares_every_key_the_runtime_fills(driven: PlaneCore) -> None:
+    jobs = JobService(driven, AccessService(driven).secret_box)
+    pending = jobs.submit_document({**job(1, 60), "name": "queued"})  # accepted, not stepped yet
+    documents = [pending, *(jobs.get_document(j.id) for j in jobs.list_jobs())]
+    assert {d["state"] for d in documents if d is not None} >= {"PENDING", "RUNNING"}
+    for document in documents:
+        assert document is not None
+        shown = {k: v for k, v in document.items() if k not in INTERNAL_JOB_KEYS}
+        assert assert_declared(shown, JobOut, unfilled=FILLED_BY_OTHER_CALLS) >= 1
+        typed = jobs.get_job(document["id"])
+        assert isinstance(typed, JobOut) and typed == JobOut.model_validate(document)
+    running = next(d for d in documents if d is not None and d["state"] == "RUNNING")
+    rows = 1 + len(running["placements"]) + len(running["placement_history"])
+    shown = {k: v for k, v in running.items() if k not in INTERNAL_JOB_KEYS}
+    assert running["placements"] and assert_declared(shown, JobOut, unfilled=FILLED_BY_OTHER_CALLS) == rows

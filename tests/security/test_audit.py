@@ -14,7 +14,7 @@ def test_purchases_and_releases_are_audited_with_their_tenant(secured: Secured) 
     cp = secured.cp
     submitted = cp.submit_job({**job(gpus=2, duration=30), "tenant": "team-a"})
     drive([cp], secured.clock, 400, step_s=5.0)
-    assert cp.get_job(submitted["id"])["state"] == "SUCCEEDED"  # type: ignore[index]
+    assert cp.get_job(submitted.id).state == "SUCCEEDED"  # type: ignore[union-attr]
 
     assert cp.store is not None
     with cp.store.read() as tx:
@@ -32,10 +32,10 @@ def test_purchases_and_releases_are_audited_with_their_tenant(secured: Secured) 
     assert {r.tenant for r in rows} == {"team-a"}  # the only tenant with work: every row is its
     for row in rows:
         if row.action == "buy":
-            assert row.data["for_jobs"] == [submitted["id"]]
+            assert row.data["for_jobs"] == [submitted.id]
             assert row.data["provider"] and row.data["node_count"] >= 1
         else:
-            assert row.data["bought_for_jobs"] == [submitted["id"]] and row.data["why"] == "idle"
+            assert row.data["bought_for_jobs"] == [submitted.id] and row.data["why"] == "idle"
 
     with secured.client(secured.admin) as admin:
         page = admin.get("/audit", params={"tenant": "team-a", "action": "buy"}).json()

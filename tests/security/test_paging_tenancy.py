@@ -30,8 +30,8 @@ def _walk(client: httpx.Client, path: str, items: str, **params: Any) -> list[di
 
 def test_a_tenant_pages_through_its_own_jobs_and_a_cursor_stays_with_its_tenant(secured: Secured) -> None:
     cp = secured.cp
-    a_ids = [cp.submit_job({**job(gpus=1, duration=30), "tenant": "team-a"})["id"] for _ in range(5)]
-    b_ids = [cp.submit_job({**job(gpus=1, duration=30), "tenant": "team-b"})["id"] for _ in range(4)]
+    a_ids = [cp.submit_job({**job(gpus=1, duration=30), "tenant": "team-a"}).id for _ in range(5)]
+    b_ids = [cp.submit_job({**job(gpus=1, duration=30), "tenant": "team-b"}).id for _ in range(4)]
     with secured.client(secured.token("team-a")) as a, secured.client(secured.token("team-b")) as b:
         assert [j["id"] for j in _walk(a, "/jobs", "jobs", limit=2)] == sorted(a_ids, reverse=True)
         assert [j["id"] for j in _walk(b, "/jobs", "jobs", limit=3, order="oldest")] == sorted(b_ids)

@@ -28,7 +28,15 @@ from scalar.wire.endpoints_api import (
     StreamOut,
     WorkerOut,
 )
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.jobs import JobOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    StatusOut,
+)
 from tests.runtime.helpers import drive
 from tests.security.conftest import Secured
 
@@ -180,6 +188,70 @@ def _budgets() -> BudgetsOut:
     )
 
 
+def _explanation() -> ExplanationOut:
+    story = {"at": None, "code": "placed", "message": f"{MINE} shares n0 with {THEIRS}", "kind": None}
+    purchase = {
+        **dict.fromkeys(["status", "group", "provider", "instance_type", "node_count", "tier"]),
+        **dict.fromkeys(["limit_price_per_gpu_hour", "placed_at", "block_id", "reason", "eta_at", "eta_s"]),
+        "order_key": "ord-1",
+        "in_flight": True,
+        "node_states": [],
+        "eta_basis": "no past purchase to estimate from; the deadline bounds it",
+        "deadline_at": None,
+        "for_jobs": [MINE, THEIRS],
+    }
+    return ExplanationOut.model_validate(
+        {
+            "job_id": MINE,
+            "name": None,
+            "state": "PENDING",
+            "reason": f"waits behind {THEIRS} of tenant team-b",
+            "reason_code": "no_capacity",
+            "summary": "PENDING",
+            "source": "store",
+            "queue_position": 2,
+            "queue_length": 2,
+            "waiting_s": 1.0,
+            "placement": None,
+            "routing": None,
+            "purchase": purchase,
+            "validation": [],
+            "lines": [f"bought together with {THEIRS}"],
+            "story": [{**story, "from": "PENDING", "to": "RUNNING"}],
+            "notes": [],
+            "at": None,
+        }
+    )
+
+
+def _autoscaler() -> AutoscalerOut:
+    unmet = [{"job_ids": [MINE, THEIRS], "code": "no_offer", "message": f"{THEIRS} (team-b's) waits"}]
+    order = {
+        **dict.fromkeys(["status", "group", "provider", "instance_type", "node_count", "placed_at"]),
+        **dict.fromkeys(["limit_price_per_gpu_hour", "reason"]),
+        "order_key": "ord-1",
+        "for_jobs": [MINE, THEIRS],
+    }
+    return AutoscalerOut.model_validate(
+        {
+            "source": "store",
+            "at": None,
+            "routed_at": None,
+            "last_routing": None,
+            "routing_lines": [f"{THEIRS} routed to gcp"],
+            "pending_groups": [{"name": "g", "task_ids": [MINE, THEIRS]}],
+            "unmet": unmet,
+            "unmet_by_reason": [{"code": "no_offer", "jobs": 2, "example": None, "job_ids": [MINE, THEIRS]}],
+            "groups": [],
+            "groups_total": 0,
+            "slice_totals": {},
+            "open_orders": [order],
+            "recent_actions": [],
+            "notes": [],
+        }
+    )
+
+
 def _endpoint() -> EndpointOut:
     """An endpoint of team-a whose worker waits behind team-b's job (the scheduler's reason names it)."""
     waiting = f"waits for GPUs: behind {THEIRS} of tenant team-b"
@@ -220,6 +292,8 @@ TYPED: dict[str, Callable[[], BaseModel]] = {
     "get": _endpoint,
     "request_status": _request_status,
     "stream": _stream,
+    "explain": _explanation,
+    "autoscaler_status": _autoscaler,
     "budgets": _budgets,
     "status": _status,
     "costs": _costs,
@@ -258,12 +332,6 @@ def test_a_typed_answer_is_redacted_for_a_user_and_whole_for_an_admin(call: str)
         user, BudgetsOut
     ):  # the global rows and its own tenant's (the HTTP test: test_view_tenancy)
         assert [x.scope for x in user.limits] == [x.scope for x in user.usage] == ["global", "team-a"]
-    if isinstance(user, EndpointOut):  # the worker and its own job are shown, the reason redacted
-        hidden = f"waits for GPUs: behind {OTHER_TENANT} of {OTHER_TENANT_NAME}"
-        assert user.workers[0].job_id == MINE and user.workers[0].reason == hidden
-        assert user.no_workers_reason == f"1 worker(s) {hidden}"
-    if isinstance(user, StreamOut):  # what RunPod leaves out until known stays out
-        assert "executionTime" not in user.model_dump_json()
     if isinstance(user, CostsOut):  # another tenant's share of the contracts is not shown at all
         assert (
             [t.tenant for t in user.by_tenant] == [t.tenant for t in user.by_block[0].by_tenant] == ["team-a"]
@@ -312,3 +380,54 @@ def test_a_users_status_still_hides_the_internal_health(secured: Secured) -> Non
     assert {k: v for k, v in mine.items() if k != "health"} == {
         k: v for k, v in whole.items() if k != "health"
     }
+
+
+def _job(job_id: str) -> JobOut:
+    return JobOut.model_validate(
+        {
+            "id": job_id,
+            "state": "PENDING",
+            "reason": f"waits behind {THEIRS} (team-b's) for the same node",
+            "tier": "FAST",
+            "gpu_count": 1,
+            "tenant": "team-a",
+        }
+    )
+
+
+class _CountingTokens(_Tokens):
+    """``_Tokens`` that counts the look-ups of whose jobs an answer names."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def foreign_job_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        self.lookups += 1
+        return super().foreign_job_ids(tenant, ids)
+
+
+class _JobPlane:
+    """A control plane whose job calls answer ``JobOut``s naming the other tenant's job."""
+
+    def get_job(self, job_id: str, tenant: str | None = None) -> JobOut:
+        return _job(job_id)
+
+    def list_jobs(self, *args: Any, **kwargs: Any) -> list[JobOut]:
+        return [_job(MINE), _job(MINE.replace("aaaaaa", "cccccc"))]
+
+
+def test_a_users_jobs_are_redacted_one_and_a_page_at_a_time() -> None:
+    plane, tokens = _JobPlane(), _CountingTokens()
+    scoped = scoped_class(plane)(plane, tokens)
+    user, admin = Principal("tok_a", "team-a", "user"), Principal("tok_admin", "default", "admin")
+
+    one = _as(user, lambda: scoped.get_job(MINE))
+    assert isinstance(one, JobOut) and one.id == MINE
+    assert one.reason == f"waits behind {OTHER_TENANT} ({OTHER_TENANT_NAME}'s) for the same node"
+    assert tokens.lookups == 1
+
+    page = _as(user, lambda: scoped.list_jobs())
+    assert [type(j) for j in page] == [JobOut, JobOut]
+    assert all(THEIRS not in j.model_dump_json() and OTHER_TENANT in (j.reason or "") for j in page)
+    assert tokens.lookups == 2  # the page is redacted as one answer: one look-up, not one per job
+    assert _as(admin, lambda: scoped.list_jobs()) == plane.list_jobs()  # an admin sees it whole

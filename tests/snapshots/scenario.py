@@ -75,13 +75,13 @@ def _build(tmp: Path) -> Scenario:
     ids: dict[str, str] = {}
     for fields in JOBS:
         clock.advance(1)
-        ids[fields["name"]] = plane.submit_job(fields)["id"]
+        ids[fields["name"]] = plane.submit_job(fields).id
     drive([plane], clock, 90)
     plane.cancel_job(ids["long-e"])
     plane.put_budgets([{"scope": "global", "usd_per_hour": "5"}], actor="snapshot")
     drive([plane], clock, 30)
     clock.advance(1)
-    ids["queued-f"] = plane.submit_job(job(4, 300, name="queued-f"))["id"]  # accepted, not yet stepped
+    ids["queued-f"] = plane.submit_job(job(4, 300, name="queued-f")).id  # accepted, not yet stepped
     return Scenario(plane, clock, str(tmp), ids)
 
 

@@ -122,15 +122,40 @@ def test_block_rows_count_down_to_the_expiry_from_the_blocks_model() -> None:
     assert views.block_rows({"blocks": [block]}, NOW) == []  # not a blocks answer
 
 
-def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> None:
-    body = {
-        "groups": [
-            {"name": "idle", "slices": {"ready": 0}},
-            {"name": "busy", "slices": {"booting": 1, "ready": 2, "terminated": 3}},
-        ],
-        "slice_totals": {"requesting": 0, "booting": 1, "initializing": 0, "ready": 2, "failed": 0},
+def _group(name: str, slices: dict[str, int]) -> dict[str, Any]:
+    from scalar.wire.views import GroupStatusOut
+
+    group: dict[str, Any] = {n: None for n, f in GroupStatusOut.model_fields.items() if f.is_required()}
+    return group | {"name": name, "slices": slices}
+
+
+def _autoscaler(groups: list[dict[str, Any]], totals: dict[str, int]) -> dict[str, Any]:
+    """A follower's ``GET /autoscaler/status`` answer with these ``groups`` and nothing else going on."""
+    return {
+        "source": "store",
+        "at": NOW.isoformat(),
+        "routed_at": None,
+        "last_routing": None,
+        "routing_lines": [],
+        "pending_groups": [],
+        "unmet": [],
+        "unmet_by_reason": [],
+        "groups": groups,
+        "groups_total": len(groups),
+        "slice_totals": totals,
+        "open_orders": [],
+        "recent_actions": [],
+        "notes": [],
     }
+
+
+def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> None:
+    body = _autoscaler(
+        [_group("idle", {"ready": 0}), _group("busy", {"booting": 1, "ready": 2, "terminated": 3})],
+        {"requesting": 0, "booting": 1, "initializing": 0, "ready": 2, "failed": 0},
+    )
     view = views.autoscaler_view(body)
+    assert view is not None
     assert [g["name"] for g in view["active_groups"]] == ["busy"]
     assert view["groups"][0]["badges"][:5] == [
         ("requesting", 0),
@@ -140,6 +165,8 @@ def test_autoscaler_view_orders_badges_by_lifecycle_and_busy_groups_first() -> N
         ("failed", 0),
     ]
     assert ("terminated", 3) in view["groups"][0]["badges"]
+    assert view["consolidation"] is None  # a follower does not know consolidation's decisions
+    assert views.autoscaler_view({"groups": body["groups"]}) is None  # not an autoscaler answer
 
 
 def _costs(series: list[dict[str, Any]], providers: list[str]) -> dict[str, Any]:
@@ -176,16 +203,20 @@ def test_costs_view_charts_the_cumulative_spend() -> None:
 
 
 def test_jobs_wait_until_they_start() -> None:
-    jobs: list[dict[str, Any]] = [
-        {
-            "id": "a",
-            "state": "RUNNING",
-            "submitted_at": "2026-01-01T11:59:00Z",
-            "started_at": "2026-01-01T11:59:30Z",
-        },
-        {"id": "b", "state": "PENDING", "submitted_at": "2026-01-01T11:58:00Z", "started_at": None},
+    def job(job_id: str, state: str, submitted: str, started: str | None) -> dict[str, Any]:
+        return {"id": job_id, "state": state, "tier": "FAST", "gpu_count": 1} | {
+            "submitted_at": submitted,
+            "started_at": started,
+        }
+
+    jobs: list[Any] = [
+        job("a", "RUNNING", "2026-01-01T11:59:00Z", "2026-01-01T11:59:30Z"),
+        job("b", "PENDING", "2026-01-01T11:58:00Z", None),
+        {"id": "c", "state": "PENDING"},  # not a job: no tier, no GPUs
     ]
-    assert [r["wait_s"] for r in views.job_rows(jobs, NOW)] == [30.0, 120.0]
+    rows = views.job_rows(jobs, NOW)
+    assert [r["wait_s"] for r in rows] == [30.0, 120.0]
+    assert rows[0]["submitted_at"] == "2026-01-01T11:59:00Z"  # as the API sent it
     assert views.state_counts(jobs) == [("PENDING", 1), ("RUNNING", 1)]
 
 

@@ -1,7 +1,7 @@
 """What the API needs from a control plane: the calls of ``scalar.runtime.ControlPlane`` it uses.
 
 A ``Protocol``: the API is typed against the calls it uses, not the whole class (the optional route groups
-check for their own ports at ``create_app``).
+check for their own ports at ``create_app``). A job is answered as ``wire/jobs.py``'s ``JobOut``.
 """
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from scalar.wire.jobs import JobOut
 from scalar.wire.orderbook import OrderbookResponse
 
 
 class ControlPlanePort(Protocol):
-    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]: ...
+    def submit_job(self, fields: Mapping[str, Any]) -> JobOut: ...
 
-    def cancel_job(self, job_id: str) -> dict[str, Any]: ...
+    def cancel_job(self, job_id: str) -> JobOut: ...
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
+    def get_job(self, job_id: str) -> JobOut | None: ...
 
     def list_jobs(
         self,
@@ -27,7 +28,7 @@ class ControlPlanePort(Protocol):
         *,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[JobOut]: ...
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse: ...
 

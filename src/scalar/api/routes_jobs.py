@@ -64,10 +64,6 @@ def _state_filter(state: str | None) -> str | None:
     return wanted
 
 
-def _job(raw: dict[str, Any]) -> JobOut:
-    return JobOut.model_validate(raw)
-
-
 def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
     router = APIRouter(route_class=ProblemRoute, tags=["jobs"], dependencies=[USER])
 
@@ -82,10 +78,9 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         """Validate the job at once (its fields, then against the configuration and the offers on the
         market) and queue it. Returns the job with its ``id`` and state ``PENDING``."""
         try:
-            raw = control_plane.submit_job(body.to_fields())
+            job = control_plane.submit_job(body.to_fields())
         except JobRejectedError as exc:
             return problem_response(rejection_problem(exc.reasons, request.url.path))
-        job = _job(raw)
         response.headers["Location"] = f"/jobs/{job.id}"
         return job
 
@@ -116,13 +111,13 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         listing = paging.fingerprint("jobs", state=wanted, order=order, tenant=tenant_filter())
         cursor = paging.decode_with_offset(after, listing, offset)
 
-        def fetch(key: Any, reverse: bool, n: int) -> list[dict[str, Any]]:
+        def fetch(key: Any, reverse: bool, n: int) -> list[JobOut]:
             return control_plane.list_jobs(
                 state=wanted, limit=n, offset=offset, newest_first=newest != reverse, after=key
             )
 
-        found = paging.page(fetch, lambda j: str(j["id"]), limit, cursor, listing)
-        jobs = [_job(j) for j in found.items]
+        found = paging.page(fetch, lambda j: j.id, limit, cursor, listing)
+        jobs = list(found.items)
         return JobListOut(
             jobs=jobs,
             count=len(jobs),
@@ -142,10 +137,10 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         summary="Read one job: its state and why",
     )
     def get_job(job_id: str = Path(min_length=1, max_length=MAX_ID_LENGTH)) -> Any:
-        raw = control_plane.get_job(job_id)
-        if raw is None:
+        job = control_plane.get_job(job_id)
+        if job is None:
             raise _not_found(job_id)
-        return _job(raw)
+        return job
 
     @router.delete(
         "/jobs/{job_id}",
@@ -159,9 +154,8 @@ def jobs_router(control_plane: ControlPlanePort) -> APIRouter:
         controller has acted on it. A finished job stays as it is: asking again is accepted (202) and
         changes nothing, so a retried cancel is safe."""
         try:
-            raw = control_plane.cancel_job(job_id)
+            return control_plane.cancel_job(job_id)
         except KeyError:
             raise _not_found(job_id) from None
-        return _job(raw)
 
     return router

@@ -15,6 +15,8 @@ from pydantic import BaseModel
 
 from scalar.api.auth import current_principal, tenant_filter
 from scalar.runtime.auth import redact_view
+from scalar.wire.jobs import JobOut
+from scalar.wire.views import PreviewOut
 
 T = TypeVar("T")
 
@@ -65,22 +67,22 @@ class TenantScoped:
             return answer
         return redact_view(answer, principal.tenant, tokens.foreign_job_ids, tokens.other_tenants)
 
-    def submit_job(self, fields: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
+    def submit_job(self, fields: Any) -> JobOut:
+        result: JobOut = self._inner.submit_job({**fields, "tenant": current_principal().tenant})
         return result
 
-    def preview_job(self, fields: Any) -> dict[str, Any]:
+    def preview_job(self, fields: Any) -> PreviewOut:
         """The preview of the job as the caller would submit it (its tenant's budgets apply); the answer is
         the controller's decision on the whole cluster, so other tenants' job ids in it are redacted."""
-        result: dict[str, Any] = self._inner.preview_job({**fields, "tenant": current_principal().tenant})
+        result: PreviewOut = self._inner.preview_job({**fields, "tenant": current_principal().tenant})
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
-        result: dict[str, Any] | None = self._inner.get_job(job_id, tenant=tenant_filter())
+    def get_job(self, job_id: str) -> JobOut | None:
+        result: JobOut | None = self._inner.get_job(job_id, tenant=tenant_filter())
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 
-    def cancel_job(self, job_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._inner.cancel_job(job_id, tenant=tenant_filter())
+    def cancel_job(self, job_id: str) -> JobOut:
+        result: JobOut = self._inner.cancel_job(job_id, tenant=tenant_filter())
         return self.as_caller_sees(result)  # type: ignore[no-any-return]
 
     def list_jobs(
@@ -91,11 +93,15 @@ class TenantScoped:
         *,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._inner.list_jobs(
+    ) -> list[JobOut]:
+        """A page of the caller's jobs (every job for an admin), redacted as one answer: the page's JSON
+        goes through one redaction step (one look-up of whose jobs it names), then back into ``JobOut``."""
+        result: list[JobOut] = self._inner.list_jobs(
             state, limit, offset, tenant=tenant_filter(), newest_first=newest_first, after=after
         )
-        return self.as_caller_sees(result)  # type: ignore[no-any-return]
+        sent = [job.model_dump(mode="json", by_alias=True) for job in result]
+        seen = self.as_caller_sees(sent)
+        return result if seen is sent else [JobOut.model_validate(job) for job in seen]
 
     def explain_job(self, job_id: str) -> Any:
         if self.get_job(job_id) is None:

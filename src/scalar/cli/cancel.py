@@ -15,6 +15,7 @@ from scalar.api.client import ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import USAGE_ERROR, cli_hints, user_errors
 from scalar.cli.jobs import SERVER_DOWN, print_problem_and_exit, server_option
 from scalar.cli.output import print_json, say
+from scalar.wire.jobs import JobOut
 
 
 def _failure(job_id: str, exc: ServerProblem) -> dict[str, Any]:
@@ -42,11 +43,12 @@ def _cancel_all(server: str, job_ids: list[str]) -> tuple[list[dict[str, Any]], 
     return accepted, failed
 
 
-def _accepted_line(job: dict[str, Any]) -> str:
-    state = job.get("state")
-    if state == "CANCELLED":
-        return f"cancelled {job.get('id')}"
-    return f"cancelling {job.get('id')}: {state} until the controller stops it, then CANCELLED"
+def _accepted_line(answer: dict[str, Any]) -> str:
+    """One accepted cancellation (``DELETE /jobs/{id}``'s job, read as ``JobOut``) for people."""
+    job = JobOut.model_validate(answer)
+    if job.state == "CANCELLED":
+        return f"cancelled {job.id}"
+    return f"cancelling {job.id}: {job.state} until the controller stops it, then CANCELLED"
 
 
 def register(app: typer.Typer) -> None:

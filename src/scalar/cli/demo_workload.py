@@ -146,7 +146,7 @@ class DemoWorkload(threading.Thread):
                     continue
                 job = self.control_plane.submit_job(fields)
                 self.submitted += 1
-                self.declare_work(str(job["id"]), fields)
+                self.declare_work(job.id, fields)
             except JobRejectedError as exc:
                 self.say(f"demo: {fields['name']} refused: {exc}")
             except Exception:

@@ -1,4 +1,5 @@
-"""``scalar explain JOB``: why the job is where it is, with the numbers (GET /jobs/{id}/explain)."""
+"""``scalar explain JOB``: why the job is where it is, with the numbers (GET /jobs/{id}/explain, read as its
+model, ``wire/views.py``'s ``ExplanationOut``)."""
 
 from __future__ import annotations
 
@@ -10,77 +11,64 @@ from scalar.cli.cluster_output import fetch, table
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import server_option
 from scalar.cli.output import Col, duration, print_json, say, show, when
+from scalar.wire.views import ExplanationOut
 
 
-def facts(e: dict[str, Any]) -> list[list[Any]]:
+def facts(e: ExplanationOut) -> list[list[Any]]:
     """The answer's numbers, one per row."""
-    position = e.get("queue_position")
-    queue = f"{position} of {e.get('queue_length')}" if position is not None else None
-    placement = e.get("placement") or {}
-    routing = e.get("routing") or {}
-    purchase = e.get("purchase") or {}
+    position = e.queue_position
+    queue = f"{position} of {e.queue_length}" if position is not None else None
+    placement, routing, purchase = e.placement, e.routing, e.purchase
     eta = None
-    if purchase:
-        if purchase.get("overdue_s") is not None:
-            eta = f"overdue by {duration(purchase['overdue_s'])}"
-        elif purchase.get("eta_s") is not None and purchase.get("in_flight"):
-            eta = f"in {duration(purchase['eta_s'])}"
-        elif purchase.get("eta_at"):
-            eta = f"ready at {when(purchase['eta_at'])}"
-    bought = (
-        f"{purchase.get('order_key')} {purchase.get('status')}: {purchase.get('node_count')}x "
-        f"{purchase.get('instance_type')} on {purchase.get('provider')}"
-        if purchase
-        else None
-    )
+    bought = None
+    if purchase is not None:
+        if purchase.overdue_s is not None:
+            eta = f"overdue by {duration(purchase.overdue_s)}"
+        elif purchase.eta_s is not None and purchase.in_flight:
+            eta = f"in {duration(purchase.eta_s)}"
+        elif purchase.eta_at:
+            eta = f"ready at {when(purchase.eta_at)}"
+        bought = (
+            f"{purchase.order_key} {purchase.status}: {purchase.node_count}x "
+            f"{purchase.instance_type} on {purchase.provider}"
+        )
     return [
-        ["state", e.get("state")],
-        ["reason", e.get("reason")],
+        ["state", e.state],
+        ["reason", e.reason],
         ["queue_position", queue],
-        ["waiting", duration(e.get("waiting_s"))],
-        ["placement", placement.get("kind")],
-        ["nodes_rejected", placement.get("nodes_rejected")],
-        ["routed_to", routing.get("group")],
+        ["waiting", duration(e.waiting_s)],
+        ["placement", None if placement is None else placement.kind],
+        ["nodes_rejected", None if placement is None else placement.nodes_rejected],
+        ["routed_to", None if routing is None else routing.group],
         ["purchase", bought],
-        ["limit_price_per_gpu_hour", purchase.get("limit_price_per_gpu_hour")],
+        ["limit_price_per_gpu_hour", None if purchase is None else purchase.limit_price_per_gpu_hour],
         ["capacity_eta", eta],
-        ["eta_basis", purchase.get("eta_basis")],
-        ["gives_up_at", when(purchase.get("deadline_at"))],
-        ["source", e.get("source")],
+        ["eta_basis", None if purchase is None else purchase.eta_basis],
+        ["gives_up_at", when(None if purchase is None else purchase.deadline_at)],
+        ["source", e.source],
     ]
 
 
-def print_explanation(e: dict[str, Any], story: int) -> None:
-    say(e.get("summary") or "-")
-    show(table([Col("field", "key"), Col("value", "text")], facts(e), f"JOB {e.get('job_id')}"))
-    placement = e.get("placement") or {}
-    rejections = placement.get("rejections") or []
-    if rejections:
-        rows = [[r.get("code"), r.get("count"), r.get("example")] for r in rejections]
+def print_explanation(e: ExplanationOut, story: int) -> None:
+    say(e.summary or "-")
+    show(table([Col("field", "key"), Col("value", "text")], facts(e), f"JOB {e.job_id}"))
+    placement = e.placement
+    if placement is not None and placement.rejections:
+        rows = [[r.code, r.count, r.example] for r in placement.rejections]
         show(
             table(
                 [Col("reason", "key"), Col("nodes", "num"), Col("example", "text")],
                 rows,
                 "NODES REJECTED, BY REASON",
-                ["TOTAL", placement.get("nodes_rejected"), None],
+                ["TOTAL", placement.nodes_rejected, None],
             )
         )
     say("Why:")
-    for line in e.get("lines") or []:
+    for line in e.lines:
         say(f"  {line}")
-    entries = (e.get("story") or [])[-story:] if story > 0 else []
+    entries = e.story[-story:] if story > 0 else []
     if entries:
-        rows = [
-            [
-                when(s.get("at")),
-                s.get("kind"),
-                s.get("from"),
-                s.get("to"),
-                s.get("code"),
-                s.get("message"),
-            ]
-            for s in entries
-        ]
+        rows = [[when(s.at), s.kind, s.from_, s.to, s.code, s.message] for s in entries]
         story_cols = [
             Col("at", "time"),
             Col("kind", "key"),
@@ -90,7 +78,7 @@ def print_explanation(e: dict[str, Any], story: int) -> None:
             Col("message", "text", ratio=2),
         ]
         show(table(story_cols, rows, f"STORY (last {len(entries)})"))
-    for note in e.get("notes") or []:
+    for note in e.notes:
         say(f"note: {note}")
 
 
@@ -109,4 +97,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer)
             return
-        print_explanation(answer, story)
+        print_explanation(ExplanationOut.model_validate(answer), story)

@@ -1,4 +1,5 @@
-"""``scalar jobs``: the jobs a running Scalar server knows, with their state and why.
+"""``scalar jobs``: the jobs a running Scalar server knows, with their state and why (read as ``GET /jobs``'s
+models, ``wire/jobs.py``'s ``JobListOut`` and ``JobOut``).
 
 Also holds what ``scalar submit`` shares with it: the ``--server`` option and how server errors print
 (``error: <detail>`` and one line per field; exit 2 for a refused request, 1 when the server is down).
@@ -16,6 +17,7 @@ from rich.table import Table
 from scalar.api.client import DEFAULT_SERVER, SERVER_ENV, ScalarClient, ServerProblem, ServerUnreachable
 from scalar.cli.errors import USAGE_ERROR, cli_hints, user_errors
 from scalar.cli.output import Col, make_table, print_json, say, show, when, wide_option
+from scalar.wire.jobs import JobListOut, JobOut
 
 T = TypeVar("T")
 
@@ -60,23 +62,22 @@ def call_server(server: str, call: Callable[[ScalarClient], T]) -> T:
             print_problem_and_exit(exc)
 
 
-def one_line_reason(job: dict[str, Any]) -> str | None:
+def one_line_reason(job: JobOut) -> str | None:
     """The job's reason without a leading ``job <id>`` (the row already names the job)."""
-    reason = job.get("reason")
-    if not isinstance(reason, str):
+    if job.reason is None:
         return None
-    return reason.removeprefix(f"job {job.get('id')} ") or None
+    return job.reason.removeprefix(f"job {job.id} ") or None
 
 
-def job_row(job: dict[str, Any]) -> list[Any]:
+def job_row(job: JobOut) -> list[Any]:
     return [
-        job.get("id"),
-        job.get("name"),
-        job.get("state"),
-        job.get("tier"),
-        job.get("gpu_count"),
-        job.get("tenant"),
-        when(job.get("submitted_at")),
+        job.id,
+        job.name,
+        job.state,
+        job.tier,
+        job.gpu_count,
+        job.tenant,
+        when(job.submitted_at),
         one_line_reason(job),
     ]
 
@@ -86,40 +87,40 @@ def jobs_table(rows: list[list[Any]], title: str | None = None, *, wide: bool = 
     return make_table(JOB_COLUMNS, rows, title, wide=wide)
 
 
-def job_detail_table(job: dict[str, Any]) -> Table:
+def job_detail_table(job: JobOut) -> Table:
     """One job, one field per line (all of them; the list shows the main ones)."""
     placements = "; ".join(p.removeprefix("placed on ") for p in placement_lines(job))
     rows: list[list[Any]] = [
-        ["id", job.get("id")],
-        ["name", job.get("name")],
-        ["state", job.get("state")],
-        ["reason", job.get("reason")],
-        ["tier", job.get("tier")],
-        ["gpus", job.get("gpu_count")],
-        ["vram_per_gpu_gb", job.get("vram_per_gpu_gb")],
-        ["cpu_cores", job.get("cpu_cores")],
-        ["ram_gb", job.get("ram_gb")],
-        ["expected_duration_sec", job.get("expected_duration_sec")],
-        ["priority", job.get("priority")],
-        ["gpu_models", job.get("gpu_models")],
-        ["share_gpu", job.get("share_gpu")],
-        ["restartable", job.get("restartable", False)],
-        ["tenant", job.get("tenant")],
-        ["command", " ".join(job["command"]) if job.get("command") else "none (a reservation: no process)"],
-        ["submitted_at", when(job.get("submitted_at"))],
-        ["started_at", when(job.get("started_at"))],
-        ["finished_at", when(job.get("finished_at"))],
-        ["preemptions", job.get("preemptions")],
+        ["id", job.id],
+        ["name", job.name],
+        ["state", job.state],
+        ["reason", job.reason],
+        ["tier", job.tier],
+        ["gpus", job.gpu_count],
+        ["vram_per_gpu_gb", job.vram_per_gpu_gb],
+        ["cpu_cores", job.cpu_cores],
+        ["ram_gb", job.ram_gb],
+        ["expected_duration_sec", job.expected_duration_sec],
+        ["priority", job.priority],
+        ["gpu_models", job.gpu_models],
+        ["share_gpu", job.share_gpu],
+        ["restartable", job.restartable],
+        ["tenant", job.tenant],
+        ["command", " ".join(job.command) if job.command else "none (a reservation: no process)"],
+        ["submitted_at", when(job.submitted_at)],
+        ["started_at", when(job.started_at)],
+        ["finished_at", when(job.finished_at)],
+        ["preemptions", job.preemptions],
         ["placements", placements],
     ]
-    return make_table([Col("field", "key"), Col("value", "text")], rows, f"JOB {job.get('id')}")
+    return make_table([Col("field", "key"), Col("value", "text")], rows, f"JOB {job.id}")
 
 
-def placement_lines(job: dict[str, Any]) -> list[str]:
+def placement_lines(job: JobOut) -> list[str]:
     lines = []
-    for placement in job.get("placements") or []:
-        gpus = ",".join(str(i) for i in placement.get("gpu_indices") or []) or "-"
-        lines.append(f"placed on {placement.get('node_id')} (GPUs {gpus})")
+    for placement in job.placements:
+        gpus = ",".join(str(i) for i in placement.gpu_indices) or "-"
+        lines.append(f"placed on {placement.node_id} (GPUs {gpus})")
     return lines
 
 
@@ -156,7 +157,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print_json(job)
                 return
-            show(job_detail_table(job))
+            show(job_detail_table(JobOut.model_validate(job)))
             return
         if every:
             page = call_server(
@@ -170,11 +171,12 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(page)
             return
-        rows = [job_row(j) for j in page.get("jobs", [])]
-        title = f"JOBS at {server}" + (f" in state {page.get('state')}" if page.get("state") else "")
+        listed = JobListOut.model_validate(page)
+        rows = [job_row(j) for j in listed.jobs]
+        title = f"JOBS at {server}" + (f" in state {listed.state}" if listed.state else "")
         if not rows:
-            say(_no_jobs_hint(page.get("state"), offset))
+            say(_no_jobs_hint(listed.state, offset))
             return
         show(jobs_table(rows, title, wide=wide))
-        if page.get("next"):
-            say(f"showing {len(rows)} jobs, newest first; more with --after {page['next']} (or --all)")
+        if listed.next:
+            say(f"showing {len(rows)} jobs, newest first; more with --after {listed.next} (or --all)")

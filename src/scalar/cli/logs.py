@@ -13,6 +13,7 @@ from scalar.api.client import ScalarClient
 from scalar.cli.errors import user_errors
 from scalar.cli.jobs import call_server, server_option
 from scalar.wire.agent import JobLogsOut
+from scalar.wire.jobs import JobOut
 
 FOLLOW_INTERVAL_S = 1.0
 
@@ -24,10 +25,12 @@ def _reader(job_id: str, params: dict[str, int]) -> Callable[[ScalarClient], Job
     return read
 
 
-def why_empty(job: dict[str, Any], follow: bool) -> str | None:
-    """Why a job has no output to show (``None``: it may still come, keep following)."""
-    job_id, state = job.get("id"), job.get("state")
-    if not job.get("command"):
+def why_empty(answer: dict[str, Any], follow: bool) -> str | None:
+    """Why a job (``GET /jobs/{id}``'s, read as ``JobOut``) has no output to show (``None``: it may still
+    come, keep following)."""
+    job = JobOut.model_validate(answer)
+    job_id, state = job.id, job.state
+    if not job.command:
         return (
             f"job {job_id} has no output: it has no command (a reservation of GPUs, no process runs); "
             f"give one after --: `scalar submit --gpus 1 -- python train.py`"

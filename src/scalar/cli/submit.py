@@ -21,7 +21,7 @@ from scalar.cli.errors import USAGE_ERROR, fail, user_errors
 from scalar.cli.inputs import read_json
 from scalar.cli.jobs import call_server, placement_lines, server_option
 from scalar.cli.output import console, print_json
-from scalar.wire.jobs import FieldProblem, JobSubmission, submission_problems
+from scalar.wire.jobs import FieldProblem, JobOut, JobSubmission, submission_problems
 
 FLAGS: dict[str, str] = {
     "gpu_count": "--gpus",
@@ -210,9 +210,10 @@ def register(app: typer.Typer) -> None:
             submit_preview.dry_run(preview, as_json)
             return
         if preview is not None:
-            submit_preview.show_preview(preview, to_stderr=as_json)
-            if submit_preview.commits_money(preview) and not yes:
-                submit_preview.confirm(preview)
+            typed = submit_preview.read_preview(preview)
+            submit_preview.show_preview(typed, to_stderr=as_json)
+            if submit_preview.commits_money(typed) and not yes:
+                submit_preview.confirm(typed)
         accepted = call_server(server, lambda c: c.submit_job(fields))
         if wait:
             accepted = submit_preview.follow(server, accepted, quiet=as_json)
@@ -220,14 +221,15 @@ def register(app: typer.Typer) -> None:
             print_json(accepted)
             return
         out = console()
-        label = f" ({accepted['name']})" if accepted.get("name") else ""
-        reason = f": {accepted['reason']}" if accepted.get("reason") else ""
+        shown = JobOut.model_validate(accepted)
+        label = f" ({shown.name})" if shown.name else ""
+        reason = f": {shown.reason}" if shown.reason else ""
         out.print(
-            f"submitted job {accepted.get('id')}{label}, {accepted.get('state')}{reason}",
+            f"submitted job {shown.id}{label}, {shown.state}{reason}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-        for line in placement_lines(accepted):
+        for line in placement_lines(shown):
             out.print(line, markup=False, highlight=False)
-        out.print(f"follow it: scalar jobs {accepted.get('id')}", markup=False, highlight=False)
+        out.print(f"follow it: scalar jobs {shown.id}", markup=False, highlight=False)

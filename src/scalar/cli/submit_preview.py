@@ -1,4 +1,5 @@
-"""``scalar submit``'s cost preview and confirmation (POST /jobs/preview), and ``--wait``'s progress."""
+"""``scalar submit``'s cost preview and confirmation (POST /jobs/preview, read as its model, ``wire/views.py``'s
+``PreviewOut``), and ``--wait``'s progress."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from scalar.cli.cluster_output import table, usd
 from scalar.cli.errors import USAGE_ERROR, fail
 from scalar.cli.jobs import one_line_reason, print_problem_and_exit
 from scalar.cli.output import console, duration, print_json
+from scalar.wire.jobs import JobOut
+from scalar.wire.views import PreviewOut
 
 NOT_CONFIRMED = 1
 SETTLED = {"RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "PREEMPTED"}
@@ -34,32 +37,36 @@ def fetch_preview(server: str, fields: dict[str, Any]) -> dict[str, Any] | None:
             print_problem_and_exit(exc)
 
 
-def _rows(p: dict[str, Any]) -> list[list[Any]]:
-    buy = p.get("purchase") or {}
-    node = p.get("node") or {}
-    where = (
-        f"{buy.get('node_count')}x {buy.get('instance_type')} on {buy.get('provider')}"
-        if buy
-        else (f"{node.get('node_id')} ({node.get('provider')})" if node else None)
-    )
-    price = buy.get("price_per_gpu_hour") if buy else node.get("price_per_gpu_hour")
+def read_preview(p: dict[str, Any]) -> PreviewOut:
+    """The server's preview as its model (``wire/views.py``'s ``PreviewOut``)."""
+    return PreviewOut.model_validate(p)
+
+
+def _rows(p: PreviewOut) -> list[list[Any]]:
+    buy, node = p.purchase, p.node
+    if buy is not None:
+        where: str | None = f"{buy.node_count}x {buy.instance_type} on {buy.provider}"
+        price: str | None = buy.price_per_gpu_hour
+    else:
+        where = None if node is None else f"{node.node_id} ({node.provider})"
+        price = None if node is None else node.price_per_gpu_hour
     return [
-        ["needs_purchase", bool(p.get("needs_purchase"))],
+        ["needs_purchase", p.needs_purchase],
         ["runs_on", where],
         ["price_per_gpu_hour", usd(price, 4)],
-        ["job_cost", usd(p.get("job_cost"), 4)],
-        ["new_commitment", usd(p.get("new_commitment"), 4)],
-        ["contract", duration(buy.get("contract_s")) if buy else None],
+        ["job_cost", usd(p.job_cost, 4)],
+        ["new_commitment", usd(p.new_commitment, 4)],
+        ["contract", None if buy is None else duration(buy.contract_s)],
     ]
 
 
-def show_preview(p: dict[str, Any], *, to_stderr: bool = False) -> None:
+def show_preview(p: PreviewOut, *, to_stderr: bool = False) -> None:
     out = console()
     if to_stderr:
         out = type(out)(file=sys.stderr, soft_wrap=False, width=out.width)
     preview = table(["cost_preview", "value"], _rows(p), "COST PREVIEW (USD)")
     out.print(preview)
-    out.print(p.get("reason") or "", markup=False, highlight=False, soft_wrap=True)
+    out.print(p.reason or "", markup=False, highlight=False, soft_wrap=True)
 
 
 def dry_run(p: dict[str, Any] | None, as_json: bool) -> None:
@@ -68,24 +75,24 @@ def dry_run(p: dict[str, Any] | None, as_json: bool) -> None:
     if as_json:
         print_json(p)
         return
-    show_preview(p)
+    show_preview(read_preview(p))
     console().print("dry run: nothing submitted", markup=False, highlight=False)
 
 
-def commits_money(p: dict[str, Any]) -> bool:
+def commits_money(p: PreviewOut) -> bool:
     """Whether submitting would commit money now: a purchase with a cost. A job no offer fits yet waits
     for capacity and commits nothing, so there is nothing to confirm."""
-    if not p.get("needs_purchase"):
+    if not p.needs_purchase:
         return False
     try:
-        return Decimal(str(p.get("new_commitment") or "0")) > 0
+        return Decimal(p.new_commitment or "0") > 0
     except (InvalidOperation, ValueError):
         return True
 
 
-def confirm(p: dict[str, Any]) -> None:
+def confirm(p: PreviewOut) -> None:
     """Ask before money is committed; no answer (stdin closed) is not a yes."""
-    question = f"Submit it and commit {usd(p.get('new_commitment'), 4)} to a purchase?"
+    question = f"Submit it and commit {usd(p.new_commitment, 4)} to a purchase?"
     try:
         ok = typer.confirm(question, default=False, err=True)
     except typer.Abort:
@@ -97,8 +104,9 @@ def confirm(p: dict[str, Any]) -> None:
 
 
 def follow(server: str, job: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
-    """Poll the job until it runs or ends, with a spinner showing its state and reason."""
-    job_id = str(job.get("id"))
+    """Poll the job (``GET /jobs/{id}``, read as ``JobOut``) until it runs or ends, with a spinner showing
+    its state and reason; returns the last answer as the API sent it."""
+    job_id = JobOut.model_validate(job).id
     out = console()
     if quiet or not out.is_terminal:
         out = type(out)(file=sys.stderr, soft_wrap=True)
@@ -110,16 +118,15 @@ def follow(server: str, job: dict[str, Any], *, quiet: bool) -> dict[str, Any]:
                 job = client.get_job(job_id)
             except (ServerProblem, ServerUnreachable) as exc:
                 print_problem_and_exit(exc)
-            line = f"job {job_id}: {job.get('state')} - {one_line_reason(job) or ''}"
+            typed = JobOut.model_validate(job)
+            line = f"job {job_id}: {typed.state} - {one_line_reason(typed) or ''}"
             if line != last:
                 status.update(line)
                 out.print(line, markup=False, highlight=False)
                 last = line
-            if job.get("state") in SETTLED:
+            if typed.state in SETTLED:
                 return job
             if time.monotonic() > deadline:
-                sys.stderr.write(
-                    f"error: job {job_id} still {job.get('state')} after {WAIT_TIMEOUT_S:.0f} s\n"
-                )
+                sys.stderr.write(f"error: job {job_id} still {typed.state} after {WAIT_TIMEOUT_S:.0f} s\n")
                 raise typer.Exit(USAGE_ERROR)
             time.sleep(POLL_S)

@@ -28,6 +28,7 @@ import typer
 from scalar.cli.agent import LOCAL_FAKE_GPUS, start_local_agent, stop_local_agent
 from scalar.cli.demo_workload import DemoWorkload
 from scalar.cli.errors import fail, user_errors
+from scalar.wire.jobs import JobOut
 
 STARTUP_FAILED = 1
 ACTIVE_STATES = ("PENDING", "SCHEDULED", "RUNNING")
@@ -47,9 +48,9 @@ def stamp() -> str:
 # ------------------------------------------------------------------------------------------ job reporter
 
 
-def _job_label(job: dict[str, Any]) -> str:
-    name = f" ({job['name']})" if job.get("name") else ""
-    return f"{job.get('id')}{name} {job.get('tier')} {job.get('gpu_count')} GPU"
+def _job_label(job: JobOut) -> str:
+    name = f" ({job.name})" if job.name else ""
+    return f"{job.id}{name} {job.tier} {job.gpu_count} GPU"
 
 
 class JobReporter(threading.Thread):
@@ -61,11 +62,11 @@ class JobReporter(threading.Thread):
         self.stop = stop
         self.known: dict[str, str] | None = None
 
-    def active(self) -> dict[str, dict[str, Any]]:
-        jobs: dict[str, dict[str, Any]] = {}
+    def active(self) -> dict[str, JobOut]:
+        jobs: dict[str, JobOut] = {}
         for state in ACTIVE_STATES:
             for job in self.control_plane.list_jobs(state=state, limit=1000):
-                jobs[str(job["id"])] = job
+                jobs[job.id] = job
         return jobs
 
     def report_once(self) -> None:
@@ -73,26 +74,26 @@ class JobReporter(threading.Thread):
         if self.known is None:
             if active:
                 counts = ", ".join(
-                    f"{sum(1 for j in active.values() if j.get('state') == s)} {s}" for s in ACTIVE_STATES
+                    f"{sum(1 for j in active.values() if j.state == s)} {s}" for s in ACTIVE_STATES
                 )
                 say(f"[{stamp()}] resumed with {len(active)} unfinished jobs: {counts}")
-            self.known = {k: str(j.get("state")) for k, j in active.items()}
+            self.known = {k: j.state for k, j in active.items()}
             return
         for job_id, job in active.items():
-            state = str(job.get("state"))
+            state = job.state
             before = self.known.get(job_id)
             if before != state:
                 self._print(job, before)
         for job_id, before in self.known.items():
             if job_id not in active:
                 job = self.control_plane.get_job(job_id)
-                if job is not None and str(job.get("state")) != before:
+                if job is not None and job.state != before:
                     self._print(job, before)
-        self.known = {k: str(j.get("state")) for k, j in active.items()}
+        self.known = {k: j.state for k, j in active.items()}
 
-    def _print(self, job: dict[str, Any], before: str | None) -> None:
-        move = f"{before} -> {job.get('state')}" if before else f"submitted, {job.get('state')}"
-        text = str(job.get("reason") or "").removeprefix(f"job {job.get('id')} ")
+    def _print(self, job: JobOut, before: str | None) -> None:
+        move = f"{before} -> {job.state}" if before else f"submitted, {job.state}"
+        text = (job.reason or "").removeprefix(f"job {job.id} ")
         reason = f": {text}" if text else ""
         say(f"[{stamp()}] {_job_label(job)} {move}{reason}")
 

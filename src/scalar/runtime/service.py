@@ -47,10 +47,19 @@ from scalar.store import Store
 from scalar.wire.agent import JoinTokenOut, JoinTokenRequest
 from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.budgets import BudgetsOut
+from scalar.wire.jobs import JobOut
 from scalar.wire.market import MarketOut, OfferRowOut
 from scalar.wire.orderbook import OrderbookResponse
 from scalar.wire.providers import ProviderStatusOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import (
+    AutoscalerOut,
+    BlocksOut,
+    CostsOut,
+    ExplanationOut,
+    NodesOut,
+    PreviewOut,
+    StatusOut,
+)
 
 __all__ = ["ControlPlane", "JobRejectedError"]
 
@@ -166,7 +175,7 @@ class ControlPlane:
         if self._endpoints is None:
             s = self.settings
             self._endpoints = EndpointService(
-                self,
+                self.job_service.documents(),
                 lambda: self.core.opened()[0],
                 self.clock,
                 seed=s.market_seed or 0,
@@ -182,13 +191,13 @@ class ControlPlane:
 
     # ---- jobs (plane/jobs.py) ------------------------------------------------------------------------
 
-    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def submit_job(self, fields: Mapping[str, Any]) -> JobOut:
         return self.job_service.submit_job(fields)
 
-    def cancel_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
+    def cancel_job(self, job_id: str, tenant: str | None = None) -> JobOut:
         return self.job_service.cancel_job(job_id, tenant)
 
-    def get_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any] | None:
+    def get_job(self, job_id: str, tenant: str | None = None) -> JobOut | None:
         return self.job_service.get_job(job_id, tenant)
 
     def list_jobs(
@@ -199,10 +208,10 @@ class ControlPlane:
         tenant: str | None = None,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobOut]:
         return self.job_service.list_jobs(state, limit, offset, tenant, newest_first, after)
 
-    def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+    def preview_job(self, fields: Mapping[str, Any]) -> PreviewOut:
         return self.job_service.preview_job(fields)
 
     def explain_job(self, job_id: str) -> list[str] | None:
@@ -258,7 +267,7 @@ class ControlPlane:
 
     # ---- cluster views (plane/cluster.py): any process, from the store -------------------------------
 
-    def explain(self, job_id: str) -> dict[str, Any] | None:
+    def explain(self, job_id: str) -> ExplanationOut | None:
         return self.cluster.explain(job_id)
 
     def nodes(
@@ -279,7 +288,7 @@ class ControlPlane:
     ) -> BlocksOut:
         return self.cluster.blocks(status, limit, after, descending)
 
-    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
+    def autoscaler_status(self, all_groups: bool = False) -> AutoscalerOut:
         return self.cluster.autoscaler_status(all_groups)
 
     def costs(self, points: int = 24) -> CostsOut:

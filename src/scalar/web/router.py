@@ -168,7 +168,8 @@ def dashboard_router() -> APIRouter:
             found, explain = await asyncio.gather(
                 api.get(f"/jobs/{quoted}"), api.get(f"/jobs/{quoted}/explain")
             )
-        if found is None or explain is None or not found.ok:
+        rows = views.job_rows([found.json()], datetime.now(UTC)) if found is not None else []
+        if found is None or explain is None or not found.ok or not rows:
             return render(
                 request,
                 "job.html",
@@ -183,7 +184,7 @@ def dashboard_router() -> APIRouter:
             "job.html",
             title=f"Job {job_id}",
             job_id=job_id,
-            job=views.job_rows([found.json()], datetime.now(UTC))[0],
+            job=rows[0],
             explain=views.explain_view(explain.json()) if explain.ok else None,
             explain_problem=_unavailable(explain, "explanation"),
         )

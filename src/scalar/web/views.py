@@ -1,6 +1,7 @@
 """What each dashboard page shows, worked out from the JSON API's answers (pure: dicts in, dicts out;
-the typed answers read as their models: provider states, ``wire/providers.py``; the status, the costs,
-the nodes and the blocks, ``wire/views.py``).
+the typed answers read as their models: provider states, ``wire/providers.py``; the jobs, ``wire/jobs.py``;
+the status, the costs, the nodes, the blocks, explanations and the autoscaler's status,
+``wire/views.py``).
 
 The templates only lay these out; the numbers (cumulative depth, bar widths, wait times, totals) are
 computed here so they can be tested without a browser.
@@ -18,8 +19,9 @@ from pydantic import ValidationError
 from scalar.domain.timefmt import parse_time
 from scalar.web.charts import depth_chart, line_chart
 from scalar.web.formatting import number, seconds_between
+from scalar.wire.jobs import JobOut
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import AutoscalerOut, BlocksOut, CostsOut, ExplanationOut, NodesOut, StatusOut
 
 JOB_STATES = ("PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "PREEMPTED", "REJECTED")
 SLICE_STATES = ("requesting", "booting", "initializing", "ready", "failed")
@@ -119,18 +121,31 @@ def _sentence(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def job_rows(jobs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    rows = []
-    for job in jobs:
-        if not isinstance(job, dict):
+def read_jobs(jobs: Any) -> list[JobOut]:
+    """``GET /jobs``'s jobs (or ``GET /jobs/{id}``'s job in a list), read as their model (``wire/jobs.py``'s
+    ``JobOut``); what is not a job is left out."""
+    out = []
+    for job in jobs if isinstance(jobs, list) else []:
+        try:
+            out.append(JobOut.model_validate(job))
+        except ValidationError:
             continue
-        end = job.get("started_at") or job.get("finished_at") or now.isoformat()
-        rows.append({**job, "wait_s": seconds_between(job.get("submitted_at"), end)})
+    return out
+
+
+def job_rows(jobs: Any, now: datetime) -> list[dict[str, Any]]:
+    """Each job (``read_jobs``) as the JSON it was sent as, with how long it waited to start (or has so far)."""
+    rows = []
+    for job in read_jobs(jobs):
+        end = job.started_at or job.finished_at or now
+        rows.append(
+            {**job.model_dump(mode="json", by_alias=True), "wait_s": seconds_between(job.submitted_at, end)}
+        )
     return rows
 
 
-def state_counts(jobs: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    counts = Counter(str(j.get("state")) for j in jobs if isinstance(j, dict))
+def state_counts(jobs: Any) -> list[tuple[str, int]]:
+    counts = Counter(job.state for job in read_jobs(jobs))
     return [(state, counts[state]) for state in JOB_STATES if counts[state]]
 
 
@@ -205,50 +220,46 @@ def cluster_view(body: dict[str, Any], now: datetime) -> dict[str, Any] | None:
     return {"nodes": nodes, "totals": page.totals.model_dump(mode="json"), "job_colors": colors}
 
 
-def explain_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /jobs/{id}/explain``: the sentences, the rejections, routing, purchase and the story."""
-    lines = body.get("lines")
-    placement = body.get("placement") if isinstance(body.get("placement"), dict) else None
+def explain_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /jobs/{id}/explain``, read as its model (``wire/views.py``'s ``ExplanationOut``): the sentences,
+    the rejections, routing, purchase and the story; ``None`` when the answer is not one."""
+    try:
+        answer = ExplanationOut.model_validate(body)
+    except ValidationError:
+        return None
+    placement = answer.placement
     return {
-        **body,
-        "lines": [str(line) for line in lines] if isinstance(lines, list) else [],
-        "placement": placement,
-        "rejections": _dicts(placement.get("rejections")) if placement else [],
-        "routing": body.get("routing") if isinstance(body.get("routing"), dict) else None,
-        "purchase": body.get("purchase") if isinstance(body.get("purchase"), dict) else None,
-        "story": _dicts(body.get("story")),
-        "notes": [str(n) for n in body.get("notes") or []],
+        **answer.model_dump(mode="json", by_alias=True),
+        "rejections": [] if placement is None else [r.model_dump(mode="json") for r in placement.rejections],
     }
 
 
-def autoscaler_view(body: dict[str, Any]) -> dict[str, Any]:
-    """``GET /autoscaler/status``: groups with slice badges, unmet demand by reason, recent actions."""
-    groups = [{**g, "badges": slice_badges(g.get("slices"))} for g in _dicts(body.get("groups"))]
+def autoscaler_view(body: dict[str, Any]) -> dict[str, Any] | None:
+    """``GET /autoscaler/status``, read as its model (``wire/views.py``'s ``AutoscalerOut``): groups with
+    slice badges, unmet demand by reason, recent actions; ``None`` when the answer is not one."""
+    try:
+        status = AutoscalerOut.model_validate(body)
+    except ValidationError:
+        return None
+    groups = [
+        {**g.model_dump(mode="json"), "badges": slice_badges(g.slices.model_dump())} for g in status.groups
+    ]
     # Groups with slices first, then by name: the busy ones are what a visitor looks for.
-    groups.sort(key=lambda g: (-sum(n for _, n in g["badges"]), str(g.get("name"))))
+    groups.sort(key=lambda g: (-sum(n for _, n in g["badges"]), str(g["name"])))
+    consolidation = status.consolidation
     return {
         "groups": groups,
         "active_groups": [g for g in groups if any(n for _, n in g["badges"])],
-        "totals": slice_badges(body.get("slice_totals")),
-        "unmet_by_reason": _dicts(body.get("unmet_by_reason")),
-        "routed_at": body.get("routed_at"),
-        "routing_lines": [str(line) for line in body.get("routing_lines") or []],
-        "pending_groups": _dicts(body.get("pending_groups")),
-        "open_orders": _dicts(body.get("open_orders")),
-        "actions": _dicts(body.get("recent_actions"))[:100],
-        "notes": [str(n) for n in body.get("notes") or []],
-        "consolidation": _consolidation_view(body.get("consolidation")),
-    }
-
-
-def _consolidation_view(raw: Any) -> dict[str, Any] | None:
-    """Consolidation's moves and kept contracts (``None``: a follower answered, it does not know them)."""
-    if not isinstance(raw, dict):
-        return None
-    return {
-        "enabled": bool(raw.get("enabled")),
-        "recent_moves": [{**d, "moves": _dicts(d.get("moves"))} for d in _dicts(raw.get("recent_moves"))],
-        "kept": _dicts(raw.get("kept")),
+        "totals": slice_badges(status.slice_totals.model_dump()),
+        "unmet_by_reason": [u.model_dump(mode="json") for u in status.unmet_by_reason],
+        "routed_at": status.routed_at,
+        "routing_lines": list(status.routing_lines),
+        "pending_groups": _dicts(status.pending_groups),
+        "open_orders": [o.model_dump(mode="json") for o in status.open_orders],
+        "actions": [a.model_dump(mode="json") for a in status.recent_actions[:100]],
+        "notes": list(status.notes),
+        # consolidation's moves and kept contracts (None: a follower answered, it does not know them)
+        "consolidation": None if consolidation is None else consolidation.model_dump(mode="json"),
     }
 
 

@@ -1,6 +1,7 @@
 """``ClusterService``: the cluster as any process reads it from the store (and from the leader's memory
 when this process leads): a job's explanation, nodes, blocks (contracts), the autoscaler's status, costs,
-the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the status, the costs, the nodes and the blocks.
+the metrics snapshot and the one-call status. Typed answers (their models in ``wire/views.py``): the
+explanation, the status, the costs, the nodes, the blocks and the autoscaler's status.
 The views themselves are built in ``runtime/views.py`` and
 ``runtime/views_market.py``; this module only hands them the store, the leader and the clock.
 """
@@ -12,7 +13,7 @@ from typing import Any
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
-from scalar.wire.views import BlocksOut, CostsOut, NodesOut, StatusOut
+from scalar.wire.views import AutoscalerOut, BlocksOut, CostsOut, ExplanationOut, NodesOut, StatusOut
 
 
 class ClusterService:
@@ -25,8 +26,10 @@ class ClusterService:
         store, leader = self._core.opened()
         return ClusterViews(store, leader, self._core.settings, self._core.clock)
 
-    def explain(self, job_id: str) -> dict[str, Any] | None:
-        return self.views().explain(job_id)
+    def explain(self, job_id: str) -> ExplanationOut | None:
+        """Why the job is where it is, as ``GET /jobs/{id}/explain`` sends it; ``None`` for an unknown job."""
+        answer = self.views().explain(job_id)
+        return None if answer is None else ExplanationOut.model_validate(answer)
 
     def nodes(
         self,
@@ -48,8 +51,10 @@ class ClusterService:
         """A page of contracts with the totals of every block in ``status``, as ``GET /blocks`` sends it."""
         return BlocksOut.model_validate(self.views().blocks(status, limit, after, descending))
 
-    def autoscaler_status(self, all_groups: bool = False) -> dict[str, Any]:
-        return views_market.autoscaler_status(self.views(), all_groups)
+    def autoscaler_status(self, all_groups: bool = False) -> AutoscalerOut:
+        """Routing, unmet demand, slices per group, purchases and actions, as ``GET /autoscaler/status``
+        sends it."""
+        return AutoscalerOut.model_validate(views_market.autoscaler_status(self.views(), all_groups))
 
     def costs(self, points: int = 24) -> CostsOut:
         """Spend by provider, block and tenant and over time, as ``GET /costs`` sends it."""

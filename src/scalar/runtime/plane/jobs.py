@@ -1,6 +1,11 @@
 """``JobService``: jobs in and out of the control plane: submit (checked, into the durable inbox), cancel,
 read, list, preview, and the leader's explanation and the stored story of one job.
 
+A job is answered as ``wire/jobs.py``'s ``JobOut`` (the model ``GET /jobs/{id}`` sends), a page of them as a
+list; the preview as ``wire/views.py``'s ``PreviewOut``. The serverless endpoints, which run their workers as
+jobs inside the runtime, read the stored job documents instead (``JobDocuments``: ``runtime/jobs.py``'s job
+dicts, with what the API never shows, such as ``endpoint_id`` and sealed ``env`` values).
+
 Any process may accept a job (``store.accept``); the leader's controller consumes the inbox. A submission
 is judged on the offers the leader last published (``_validation_offers``).
 """
@@ -27,6 +32,8 @@ from scalar.runtime.leader import PUBLISHED_OFFERS, decode_offers
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import LEADER_WAIT_S
 from scalar.store import CANCEL, SUBMIT
+from scalar.wire.jobs import JobOut
+from scalar.wire.views import PreviewOut
 
 PUBLISHED_OFFERS_FRESH_S = (
     1.0  # how long an API replica reuses the leader's stored offers before reading again
@@ -75,9 +82,9 @@ class JobService:
         self._offers_cache = (time.monotonic(), collected)
         return collected
 
-    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate and accept a job into the durable inbox (any process may); returns the job dict (state
-        PENDING). Raises ``JobRejectedError`` with every reason, writing nothing."""
+    def submit_document(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and accept a job into the durable inbox (any process may); returns the stored job
+        document (state PENDING). Raises ``JobRejectedError`` with every reason, writing nothing."""
         store, _ = self._core.opened()
         now = self._core.clock()
         fields, sealing = secrets_mod.seal_job_fields(fields, self._secret_box)  # docs/security.md
@@ -94,9 +101,13 @@ class JobService:
             tx.upsert_projection("jobs", spec.job_id, "PENDING", job, at=now)
         return job
 
-    def cancel_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
-        """Request cancellation (durable inbox); ``KeyError`` if the job is unknown (or, with ``tenant``,
-        another tenant's)."""
+    def submit_job(self, fields: Mapping[str, Any]) -> JobOut:
+        """``submit_document``'s job as ``POST /jobs`` sends it (state PENDING)."""
+        return JobOut.model_validate(self.submit_document(fields))
+
+    def cancel_document(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
+        """Request cancellation (durable inbox); the stored job document with ``cancel_requested``.
+        ``KeyError`` if the job is unknown (or, with ``tenant``, another tenant's)."""
         store, _ = self._core.opened()
         now = self._core.clock()
         with store.accept() as tx:
@@ -106,8 +117,13 @@ class JobService:
             tx.add_inbox(CANCEL, job_id, event_to_dict(JobCancelRequested("inbox", job_id)), now=now)
         return {**row.data, "cancel_requested": True}
 
-    def get_job(self, job_id: str, tenant: str | None = None) -> dict[str, Any] | None:
-        """The job, or ``None`` if unknown (or, with ``tenant``, another tenant's)."""
+    def cancel_job(self, job_id: str, tenant: str | None = None) -> JobOut:
+        """``cancel_document``'s job as ``DELETE /jobs/{id}`` sends it."""
+        return JobOut.model_validate(self.cancel_document(job_id, tenant))
+
+    def get_document(self, job_id: str, tenant: str | None = None) -> dict[str, Any] | None:
+        """The stored job document (with the ports its agent allocated), or ``None`` if unknown (or, with
+        ``tenant``, another tenant's)."""
         store, _ = self._core.opened()
         with store.read() as tx:
             row = tx.get_projection("jobs", job_id)
@@ -115,6 +131,12 @@ class JobService:
         if row is None or (tenant is not None and auth_mod.owner_of(row.data) != tenant):
             return None
         return dict(row.data) if ports is None else {**row.data, "allocated_ports": ports}
+
+    def get_job(self, job_id: str, tenant: str | None = None) -> JobOut | None:
+        """The job as ``GET /jobs/{id}`` sends it, or ``None`` if unknown (or, with ``tenant``, another
+        tenant's)."""
+        document = self.get_document(job_id, tenant)
+        return None if document is None else JobOut.model_validate(document)
 
     def list_jobs(
         self,
@@ -124,30 +146,38 @@ class JobService:
         tenant: str | None = None,
         newest_first: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JobOut]:
         """Jobs in submission order (ids sort by submission time; ``newest_first``: the other way),
         optionally only those in ``state`` (and, with ``tenant``, only that tenant's); ``after``: only the
-        jobs past that id in this order (keyset paging, ``api/paging.py``)."""
+        jobs past that id in this order (keyset paging, ``api/paging.py``). Each as ``GET /jobs`` lists it."""
         store, _ = self._core.opened()
         wanted = state.upper() if state else None
         with store.read() as tx:
             if tenant is not None:
-                return auth_mod.list_jobs_of_tenant(tx, tenant, wanted, limit, offset, newest_first, after)
-            rows = tx.list_projection(
-                "jobs", wanted, limit=limit, offset=offset, descending=newest_first, after=after
-            )
-        return [dict(r.data) for r in rows]
+                documents = auth_mod.list_jobs_of_tenant(
+                    tx, tenant, wanted, limit, offset, newest_first, after
+                )
+            else:
+                rows = tx.list_projection(
+                    "jobs", wanted, limit=limit, offset=offset, descending=newest_first, after=after
+                )
+                documents = [r.data for r in rows]
+        return [JobOut.model_validate(d) for d in documents]
 
-    def preview_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """What submitting ``fields`` would cost and whether it needs a purchase (runtime/preview.py); raises
-        ``JobRejectedError`` as ``submit_job`` would. Writes nothing."""
+    def documents(self) -> JobDocuments:
+        """These jobs as stored documents, for the serverless endpoints' workers (``JobDocuments``)."""
+        return JobDocuments(self)
+
+    def preview_job(self, fields: Mapping[str, Any]) -> PreviewOut:
+        """What submitting ``fields`` would cost and whether it needs a purchase (runtime/preview.py), as
+        ``POST /jobs/preview`` sends it; raises ``JobRejectedError`` as ``submit_job`` would. Writes nothing."""
         store, _ = self._core.opened()
         now = self._core.clock()
         offers = self._validation_offers(now)
         spec, problems = job_preview.checked_spec(fields, self._core.settings, offers, now)
         if spec is None or problems:
             raise JobRejectedError(problems)
-        return job_preview.preview(store, self._core.settings, spec, now)
+        return PreviewOut.model_validate(job_preview.preview(store, self._core.settings, spec, now))
 
     def explain_job(self, job_id: str) -> list[str] | None:
         """The leader's explanation lines (``None`` on a follower, for an unknown job, or while a step is
@@ -171,3 +201,22 @@ class JobService:
         return [
             {"at": d.at.isoformat(), "code": d.code, "message": d.message, "data": d.data} for d in decisions
         ]
+
+
+class JobDocuments:
+    """The job calls the serverless endpoints use to run their workers as jobs (``EndpointService``'s
+    ``JobsPort``), answering the stored job documents (``runtime/jobs.py``): a worker reads keys the API
+    never shows (its job's ``endpoint_id``, sealed ``env`` values handed to the worker process). Renderers
+    read ``JobService``'s ``JobOut`` answers instead."""
+
+    def __init__(self, jobs: JobService) -> None:
+        self._jobs = jobs
+
+    def submit_job(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return self._jobs.submit_document(fields)
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        return self._jobs.cancel_document(job_id)
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        return self._jobs.get_document(job_id)
