@@ -74,6 +74,7 @@ class Results:
     elapsed_s: float = 0.0
     load_average: float = 0.0
     server_cpu_s: float | None = None  # the `scalar up` process and its API workers, during the load
+    api_cpu_s: float | None = None  # the API worker processes alone (None: the API is in `scalar up`)
     client_cpu_s: float = 0.0  # this process (the load client), during the load
     machine_cpu_s: float = 0.0  # every process on the machine, during the load
 
@@ -82,8 +83,8 @@ class Results:
         return sum(len(v) for v in self.latencies.values())
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc."""
+def _tree_cpu_s(pid: int, *, children: bool = True) -> float:
+    """CPU seconds (user + system) of process ``pid`` and (``children``) its descendants, from /proc."""
     total, seen, todo = 0.0, set(), [pid]
     ticks = os.sysconf("SC_CLK_TCK")
     while todo:
@@ -94,7 +95,7 @@ def _tree_cpu_s(pid: int) -> float:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / ticks
-            for task in Path(f"/proc/{p}/task").iterdir():
+            for task in Path(f"/proc/{p}/task").iterdir() if children else ():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
             continue
@@ -523,12 +524,16 @@ def _run(
                 endpoints = [of_tenant.get(TENANTS[i % len(TENANTS)]) for i in range(len(tokens))]
                 proc = getattr(server, "proc", None)
                 server_before = None if proc is None else _tree_cpu_s(proc.pid)
+                root_before = None if proc is None else _tree_cpu_s(proc.pid, children=False)
                 client_before, machine_before = time.process_time(), _machine_cpu_s()
                 results = asyncio.run(_load(url, tokens, endpoints, requests, seconds))
                 results.client_cpu_s = time.process_time() - client_before
                 results.machine_cpu_s = _machine_cpu_s() - machine_before
-                if proc is not None and server_before is not None:
+                if proc is not None and server_before is not None and root_before is not None:
                     results.server_cpu_s = _tree_cpu_s(proc.pid) - server_before
+                    root = _tree_cpu_s(proc.pid, children=False) - root_before
+                    if api_workers:  # the API runs in worker processes: the rest is the controller's
+                        results.api_cpu_s = results.server_cpu_s - root
                 deadline = time.monotonic() + 30  # let the leader consume the inbox
                 while time.monotonic() < deadline:
                     with plane.store.read() as tx:
@@ -635,9 +640,10 @@ def split_section(
         "`scalar up` from the checkout before this change (`--baseline-src`), one process. Ratios are to the "
         "first row.",
         "",
-        "`CPU s`: CPU seconds during the load of the server (`scalar up` and its API workers), of the load "
-        "client, and of every process on the machine (other work included); `ms/req`: the server's CPU per "
-        f"request. The machine has {os.cpu_count()} cores: {os.cpu_count()} x the run's seconds is all there is.",
+        "`CPU s`: CPU seconds during the load of the server (`scalar up` and its API workers; in brackets the "
+        "API workers' part, the rest is the controller and the built-in market), of the load client, and of "
+        "every process on the machine (other work included); `ms/req`: the server's CPU per request. The "
+        f"machine has {os.cpu_count()} cores: {os.cpu_count()} x the run's seconds is all there is.",
         "",
         "| api workers | requests | req/s | ratio | errors | read p50 / p99 ms | submit p50 / p99 ms | "
         "CPU s: server / client / machine | server ms/req | invariants |",
@@ -654,6 +660,8 @@ def split_section(
             return f"{statistics.median(values) * 1000:.0f} / {_pct(values, 0.99) * 1000:.0f}"
 
         server = "-" if results.server_cpu_s is None else f"{results.server_cpu_s:.0f}"
+        if results.api_cpu_s is not None:
+            server += f" ({results.api_cpu_s:.0f})"
         per_request = (
             "-"
             if results.server_cpu_s is None or not results.total
