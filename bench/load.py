@@ -225,6 +225,7 @@ class _Up:
                     if tx.last_seq() > before:
                         return url
             time.sleep(0.2)
+        self.__exit__()  # `with` does not exit what did not enter: stop it here, or it runs on
         raise RuntimeError(f"scalar up did not start: {self.log.read_text()[-2000:]}")
 
     def __exit__(self, *exc: object) -> None:
