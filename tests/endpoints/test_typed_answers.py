@@ -111,7 +111,7 @@ def test_every_field_of_the_token_and_agent_answers_is_filled_by_the_runtime(
     job = plane.submit_job(
         {"tier": "FAST", "gpu_count": 1, "expected_duration_sec": 600, "vram_per_gpu_gb": 10}
     )
-    logs = plane.agents.job_logs(str(job["id"]), 0, None)
+    logs = plane.agents.job_logs(job.id, 0, None)
     assert logs is not None and assert_filled(logs) == 1 and logs.data == "" and logs.attempt is None
 
 
