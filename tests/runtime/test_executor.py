@@ -70,7 +70,7 @@ def test_a_refused_purchase_becomes_a_rejected_order_and_the_group_backs_off(set
         order = tx.get_projection("orders", first.action_id)
         group = tx.get_projection("scale_groups", order.data["group"])  # type: ignore[union-attr]
     assert order is not None and order.state == "rejected"
-    assert any("account suspended" in d["message"] for d in plane.story(first.action_id))
+    assert any("account suspended" in d.message for d in plane.story(first.action_id))
     assert group is not None and group.state == "backoff"
     drive([plane], clock, 40)  # routed elsewhere (or retried after the backoff): it still gets done
     assert plane.get_job(submitted.id).state in ("RUNNING", "SUCCEEDED")  # type: ignore[union-attr]
@@ -86,7 +86,7 @@ def test_a_start_that_cannot_happen_sends_the_job_back_to_pending(setup: Any) ->
         drive([plane], clock, 1)
         if plane.get_job(submitted.id).preemptions:  # type: ignore[union-attr]
             break
-    story = [d["code"] for d in plane.story(submitted.id)]
+    story = [d.code for d in plane.story(submitted.id)]
     assert "preempted" in story
     drive([plane], clock, 40)
     assert plane.get_job(submitted.id).state == "SUCCEEDED"  # type: ignore[union-attr]

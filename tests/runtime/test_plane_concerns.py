@@ -63,7 +63,7 @@ def test_the_cluster_views_follow_the_leader_the_core_runs(core: PlaneCore) -> N
     explained = cluster.explain(job_id)
     assert explained is not None and explained.state == "RUNNING"
     assert jobs.explain_job(job_id) is not None  # the leader's own explanation
-    assert [s["code"] for s in jobs.story(job_id)][:1] == ["submitted"]
+    assert [s.code for s in jobs.story(job_id)][:1] == ["submitted"]
 
 
 def test_market_reads_the_built_in_market_of_the_core(core: PlaneCore) -> None:

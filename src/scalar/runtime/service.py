@@ -43,7 +43,7 @@ from scalar.runtime.plane.jobs import JobRejectedError, JobService
 from scalar.runtime.plane.market import MarketService
 from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
-from scalar.store import Store
+from scalar.store import Decision, Store
 from scalar.wire.agent import JoinTokenOut, JoinTokenRequest
 from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.budgets import BudgetsOut
@@ -217,7 +217,7 @@ class ControlPlane:
     def explain_job(self, job_id: str) -> list[str] | None:
         return self.job_service.explain_job(job_id)
 
-    def story(self, entity_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
+    def story(self, entity_id: str, limit: int | None = 100) -> list[Decision]:
         return self.job_service.story(entity_id, limit)
 
     # ---- tokens, the audit log, secrets, budgets (plane/access.py) -----------------------------------

@@ -31,7 +31,7 @@ from scalar.runtime.jobs import ACCEPTED_REASON, new_job_id, spec_dict, spec_fro
 from scalar.runtime.leader import PUBLISHED_OFFERS, decode_offers
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import LEADER_WAIT_S
-from scalar.store import CANCEL, SUBMIT
+from scalar.store import CANCEL, SUBMIT, Decision
 from scalar.wire.jobs import JobOut
 from scalar.wire.views import PreviewOut
 
@@ -193,14 +193,11 @@ class JobService:
             leader.lock.release()
         return None if explanation is None else list(explanation.lines)
 
-    def story(self, entity_id: str, limit: int | None = 100) -> list[dict[str, Any]]:
+    def story(self, entity_id: str, limit: int | None = 100) -> list[Decision]:
         """The stored decisions about ``entity_id``, oldest first (any process)."""
         store, _ = self._core.opened()
         with store.read() as tx:
-            decisions = tx.story(entity_id, limit=limit)
-        return [
-            {"at": d.at.isoformat(), "code": d.code, "message": d.message, "data": d.data} for d in decisions
-        ]
+            return tx.story(entity_id, limit=limit)
 
 
 class JobDocuments:
