@@ -63,6 +63,11 @@ PAGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _secret(created: Any) -> str:
+    """The token's secret: a ``TokenCreated`` here, a dict from a checkout before the typed answers."""
+    return str(created["token"] if isinstance(created, dict) else created.token)
+
+
 def _job(i: int, state: str, tenant: str, placement: tuple[str, list[int]] | None) -> dict[str, Any]:
     at = NOW - timedelta(seconds=20_000 - i)
     job_id = f"job-{at:%Y%m%dT%H%M%S}-{i:06x}"
@@ -218,8 +223,8 @@ def run(repeats: int) -> dict[str, Any]:
         plane.open()
         try:
             tokens = {
-                "admin": plane.create_token("ops", "admin", "bench").token,
-                "user": plane.create_token("ml", "user", "bench").token,
+                "admin": _secret(plane.create_token("ops", "admin", "bench")),
+                "user": _secret(plane.create_token("ml", "user", "bench")),
             }
             app = create_app(plane)
             times = asyncio.run(_measure(app, tokens, job_id, repeats))
