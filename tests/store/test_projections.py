@@ -115,3 +115,16 @@ def test_an_offer_without_an_observation_time_needs_one(store: Store) -> None:
 def test_money_must_be_decimal(store: Store) -> None:
     with pytest.raises(Exception, match="Decimal"), store.write() as tx:
         tx.record_prices([offer("1", t=0, price_per_hour=2.31)])
+
+
+def test_get_projections_reads_many_ids_at_once_by_id(store: Store) -> None:
+    ids = [f"n{i:04d}" for i in range(1200)]  # more than one query's worth of ids
+    with store.write() as tx:
+        for i, node in enumerate(ids):
+            tx.upsert_projection("nodes", node, "READY", {"index": i}, at=at(1))
+    with store.read() as tx:
+        wanted = [ids[1100], ids[3], "missing", ids[3], *ids[500:1000]]
+        got = tx.get_projections("nodes", wanted)
+    assert set(got) == {ids[1100], ids[3], *ids[500:1000]}  # the absent id left out, a repeat once
+    assert got[ids[1100]].data == {"index": 1100} and got[ids[3]].state == "READY"
+    assert all(got[n].data == {"index": int(n[1:])} for n in ids[500:1000])

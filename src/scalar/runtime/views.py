@@ -243,8 +243,10 @@ class ClusterViews:
             totals = fleet_totals(light, on_gpu, by_state)
             shown = keyset_slice(light, "node_id", limit, after, descending)
             # the page's nodes whole (the totals needed only a few fields of each)
-            whole = [tx.get_projection("nodes", str(n["node_id"])) for n in shown]
-        out = [slot_row(w.data, on_gpu, now) for w in whole if w is not None]
+            whole = tx.get_projections("nodes", [str(n["node_id"]) for n in shown])
+        out = [
+            slot_row(w.data, on_gpu, now) for n in shown if (w := whole.get(str(n["node_id"]))) is not None
+        ]
         return {"nodes": out, "count": len(out), "totals": totals, "at": iso(now)}
 
     # ---- GET /blocks -----------------------------------------------------------------------------------

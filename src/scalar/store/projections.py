@@ -8,7 +8,7 @@ and writes them in the same transaction as the events that changed them. Each ro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -99,6 +99,22 @@ def get_projection(conn: Connection, table: str, id: str) -> Projection | None:
     t = projection_table(table)
     row = conn.execute(select(t).where(t.c.id == id)).first()
     return None if row is None else _projection(table, row)
+
+
+def get_projections(conn: Connection, table: str, ids: Sequence[str]) -> dict[str, Projection]:
+    """The rows of ``table`` with these ids (absent ones left out), a few queries for any number of ids
+    instead of one each."""
+    t = projection_table(table)
+    out: dict[str, Projection] = {}
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), _IDS_PER_QUERY):
+        chunk = unique[start : start + _IDS_PER_QUERY]
+        for row in conn.execute(select(t).where(t.c.id.in_(chunk))):
+            out[row.id] = _projection(table, row)
+    return out
+
+
+_IDS_PER_QUERY = 500  # bound parameters per query, well under SQLite's limit
 
 
 def list_projection(

@@ -176,6 +176,10 @@ class Tx:
     def get_projection(self, table: str, id: str) -> Projection | None:
         return projections.get_projection(self._conn, table, id)
 
+    def get_projections(self, table: str, ids: Sequence[str]) -> dict[str, Projection]:
+        """The rows of ``table`` with these ids, by id (absent ones left out)."""
+        return projections.get_projections(self._conn, table, ids)
+
     def list_projection(
         self,
         table: str,
