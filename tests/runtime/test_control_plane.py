@@ -59,7 +59,7 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
         assert tx.count_projection("nodes") >= 3 and tx.count_projection("orders") == len(result.buy_actions)
         assert tx.story(small.id)[-1].code == "succeeded"
         assert tx.count_unconsumed_inbox() == 0
-    assert plane.story(flex.id)[0]["code"] == "submitted"
+    assert plane.story(flex.id)[0].code == "submitted"
 
 
 def test_a_cancelled_job_ends_cancelled_and_unknown_ids_are_refused(
