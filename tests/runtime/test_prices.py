@@ -189,9 +189,10 @@ def test_quote_picks_the_cheapest_live_offer_and_tags_it(control_plane: ControlP
     req = WorkloadRequirements(gpu_count=1, gpu_type="A100-80GB", max_interruption_rate=1.0)
     decision = control_plane.quote(req)
     candidates = [r for r in control_plane.prices(gpu_model="A100-80GB") if r.gpu_count >= 1 and r.vcpu >= 0]
-    assert decision["source"] in {"builtin", "live"} and decision["stale"] is False
-    assert decision["pricePerGpuHour"] <= max(r.price_per_gpu_hour for r in candidates)
-    assert all(a["source"] in {"builtin", "live"} for a in decision["alternatives"])
+    assert decision.source in {"builtin", "live"} and decision.stale is False
+    assert decision.pricePerGpuHour is not None
+    assert decision.pricePerGpuHour <= max(r.price_per_gpu_hour or 0 for r in candidates)
+    assert all(a.source in {"builtin", "live"} for a in decision.alternatives)
     with pytest.raises(NoSuitableInstanceError):
         control_plane.quote(WorkloadRequirements(gpu_count=1, gpu_type="NOSUCHGPU"))
 
@@ -380,8 +381,14 @@ def test_live_prices_carry_the_catalog_anomaly_flags(control_plane: ControlPlane
         r.source == "live" and {"code", "action", "message"} <= set(r.flags[0].model_dump()) for r in flagged
     )
     untrusted = {(r.provider, r.instance_type, r.spot) for r in rows if not r.trusted}
+    every = control_plane.prices()
+    untrusted_only = {
+        (r.provider, r.instance_type, r.region, r.price_per_hour) for r in every if not r.trusted
+    }
+    untrusted_only -= {(r.provider, r.instance_type, r.region, r.price_per_hour) for r in every if r.trusted}
     statuses = {s.name: s for s in control_plane.provider_status()}
     assert sum(s.untrusted_count for s in statuses.values()) == len(untrusted)
     decision = control_plane.quote(WorkloadRequirements(gpu_count=1, max_interruption_rate=1.0))
-    picked = [decision, *decision["alternatives"]]
-    assert not any((p["provider"], p["instanceType"], p["spot"]) in untrusted for p in picked if "spot" in p)
+    picked = [decision, *decision.alternatives]
+    keys = {(p.provider, p.instanceType, p.region, p.pricePerHour) for p in picked}
+    assert not keys & untrusted_only

@@ -5,7 +5,7 @@ Registered by ``create_app`` when the control plane has these calls (``PricesPor
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from fastapi import APIRouter, Query
 
@@ -16,7 +16,7 @@ from scalar.domain.errors import InvalidSpecError
 from scalar.wire.jobs import FieldProblem, ProblemDetails
 from scalar.wire.market import MarketOut, OfferRowOut, PricesOut
 from scalar.wire.providers import ProvidersOut, ProviderStatusOut
-from scalar.wire.quote import RequirementsFile
+from scalar.wire.quote import RequirementsFile, SourcedQuoteOut
 
 _PROBLEM = {"model": ProblemDetails, "content": {"application/problem+json": {}}}
 SortKey = Literal["price_per_gpu_hour", "price_per_hour", "provider", "gpu_model", "age_s"]
@@ -36,7 +36,7 @@ class PricesPort(Protocol):
 
     def provider_status(self) -> list[ProviderStatusOut]: ...
 
-    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]: ...
+    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> SourcedQuoteOut: ...
 
     def market_view(self, gpu_model: str | None = None) -> MarketOut: ...
 
@@ -104,13 +104,14 @@ def prices_router(control_plane: PricesPort) -> APIRouter:
 
     @router.post(
         "/quote",
+        response_model=SourcedQuoteOut,
         summary="Seed 002's placement over every offer, built-in and live",
         responses={422: {**_PROBLEM, "description": "invalid requirements, or no offer fits"}},
     )
     def quote(
         body: RequirementsFile,
         scorer: Literal["default", "seed"] = Query("default", description="the placement scorer"),
-    ) -> dict[str, Any]:
+    ) -> SourcedQuoteOut:
         """The body is seed 002's ``WorkloadRequirements`` (camelCase); the answer is ``scalar quote
         --json``'s decision with ``source``/``stale`` on the pick and its alternatives."""
         try:

@@ -27,7 +27,7 @@ from scalar.domain.arbitrage import (
     find_optimal_placement,
 )
 from scalar.domain.money import round_micros, usd_cents_plain, usd_exact
-from scalar.wire.quote import PricesFile, RequirementsFile, decision_to_json
+from scalar.wire.quote import PricesFile, RequirementsFile, decision_out
 
 # A valid request that no offer satisfies is an answer, not a usage error: exit 1 (bad input exits 2).
 NO_SUITABLE_INSTANCE = 1
@@ -182,6 +182,6 @@ def register(app: typer.Typer) -> None:
             sys.stderr.write(f"error: {exc}\n")
             raise typer.Exit(NO_SUITABLE_INSTANCE) from None
         if as_json:
-            print_json(decision_to_json(decision))
+            print_json(decision_out(decision).model_dump(mode="json"))
         else:
             _print_table(decision, wide)

@@ -24,7 +24,7 @@ from scalar.providers.base import Book
 from scalar.providers.catalog import CatalogAnomaly
 from scalar.runtime.prices import LiveOffer
 from scalar.wire.market import GpuMarketOut, MarketLevelOut, MarketOut, OfferFlagOut, OfferRowOut
-from scalar.wire.quote import decision_to_json
+from scalar.wire.quote import SourcedPlacementOut, SourcedQuoteOut, decision_out
 
 BUILTIN, LIVE = "builtin", "live"
 SORT_KEYS = ("price_per_gpu_hour", "price_per_hour", "provider", "gpu_model", "age_s")
@@ -132,20 +132,28 @@ def sort_offers(items: Sequence[SourcedOffer], key: str, descending: bool = Fals
     return present + missing
 
 
-def quote_json(decision: PlacementDecision, items: Sequence[SourcedOffer]) -> dict[str, Any]:
-    """The ``scalar quote`` decision JSON, with ``source`` and ``stale`` on the pick and each alternative."""
+def quote_json(decision: PlacementDecision, items: Sequence[SourcedOffer]) -> SourcedQuoteOut:
+    """The ``scalar quote`` decision, with ``source``, ``stale`` and ``ageSeconds`` on the pick and each
+    alternative (null for an offer not among ``items``)."""
     by_offer: dict[Offer, SourcedOffer] = {}
     for item in items:
         by_offer.setdefault(item.offer, item)
-    out = decision_to_json(decision)
-    placements: list[tuple[dict[str, Any], Placement]] = [(out, Placement(decision.offer, decision.score))]
-    placements += list(zip(out["alternatives"], decision.alternatives, strict=True))
-    for body, placement in placements:
+
+    def where(placement: Placement) -> dict[str, Any]:
         found = by_offer.get(placement.offer)
-        body["source"] = None if found is None else found.source
-        body["stale"] = None if found is None else found.stale
-        body["ageSeconds"] = None if found is None else round(found.age_s, 3)
-    return out
+        return {
+            "source": None if found is None else found.source,
+            "stale": None if found is None else found.stale,
+            "ageSeconds": None if found is None else round(found.age_s, 3),
+        }
+
+    plain = decision_out(decision)
+    alternatives = [
+        SourcedPlacementOut(**dict(out), **where(placement))
+        for out, placement in zip(plain.alternatives, decision.alternatives, strict=True)
+    ]
+    pick = dict(plain) | {"alternatives": alternatives}
+    return SourcedQuoteOut(**pick, **where(Placement(decision.offer, decision.score)))
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from scalar.wire.jobs import JobOut
 from scalar.wire.market import MarketOut, OfferRowOut
 from scalar.wire.orderbook import OrderbookResponse
 from scalar.wire.providers import ProviderStatusOut
+from scalar.wire.quote import SourcedQuoteOut
 from scalar.wire.views import (
     AutoscalerOut,
     BlocksOut,
@@ -328,7 +329,7 @@ class ControlPlane:
     def provider_status(self) -> list[ProviderStatusOut]:
         return self.market_service.provider_status()
 
-    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
+    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> SourcedQuoteOut:
         return self.market_service.quote(requirements, scorer)
 
     def market_view(self, gpu_model: str | None = None) -> MarketOut:

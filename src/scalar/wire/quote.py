@@ -19,6 +19,8 @@ from scalar.domain.gpus import canonical_gpu_model
 from scalar.domain.money import round_micros, to_decimal, to_json_number
 from scalar.domain.offers import Offer
 from scalar.domain.timefmt import parse_time
+from scalar.wire.market import JsonNumber
+from scalar.wire.orderbook import ReasonOut
 
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
@@ -136,37 +138,92 @@ class RequirementsFile(BaseModel):
         )
 
 
+def _excluded_when_none(value: Any) -> bool:
+    """``pricePerGpuHour`` is left out of the JSON for an offer without GPUs (it has always been)."""
+    return value is None
+
+
+class PlacementOut(BaseModel):
+    """An offer placed: the seed's ``PlacementDecision`` fields, plus ``pricePerGpuHour`` where the offer
+    has GPUs. Prices are JSON numbers rounded to micro-dollars (an integral price is an int)."""
+
+    provider: str
+    region: str
+    availabilityZone: str | None
+    instanceType: str
+    pricePerHour: JsonNumber
+    score: JsonNumber = Field(description="rounded to 4 places")
+    pricePerGpuHour: JsonNumber | None = Field(
+        default=None, exclude_if=_excluded_when_none, description="absent for an offer without GPUs"
+    )
+
+
+class FilterCountOut(BaseModel):
+    filter: str = Field(description="the requirement's name")
+    rule: str
+    removed: int = Field(description="how many offers it removed")
+
+
+class QuoteOut(PlacementOut):
+    """``scalar quote --json``: the pick, its alternatives, the scorer, the filter counts and the reasons."""
+
+    alternatives: list[PlacementOut]
+    scorer: str
+    considered: int = Field(description="how many offers were considered")
+    removedBy: list[FilterCountOut]
+    regionFallback: bool
+    reasons: list[ReasonOut]
+
+
+class SourcedPlacementOut(PlacementOut):
+    """A placement with where its offer came from: ``builtin`` or ``live``, null for an offer not listed."""
+
+    source: str | None
+    stale: bool | None
+    ageSeconds: JsonNumber | None
+
+
+class SourcedQuoteOut(QuoteOut):
+    """What ``POST /quote`` answers: ``scalar quote --json``'s decision with ``source``, ``stale`` and
+    ``ageSeconds`` on the pick and on each alternative."""
+
+    alternatives: list[SourcedPlacementOut]  # type: ignore[assignment]
+    source: str | None
+    stale: bool | None
+    ageSeconds: JsonNumber | None
+
+
 def _score(value: float) -> float:
     return round(value, 4)
 
 
-def placement_to_json(placement: Placement) -> dict[str, Any]:
+def placement_out(placement: Placement) -> PlacementOut:
     """An alternative: the decision's fields, plus ``pricePerGpuHour`` where the offer has GPUs."""
-    out: dict[str, Any] = {
-        "provider": placement.provider,
-        "region": placement.region,
-        "availabilityZone": placement.availability_zone,
-        "instanceType": placement.instance_type,
-        "pricePerHour": to_json_number(placement.price_per_hour),
-        "score": _score(placement.score),
-    }
     per_gpu = placement.price_per_gpu_hour
-    if per_gpu is not None:
-        out["pricePerGpuHour"] = to_json_number(round_micros(per_gpu))
-    return out
+    return PlacementOut(
+        provider=placement.provider,
+        region=placement.region,
+        availabilityZone=placement.availability_zone,
+        instanceType=placement.instance_type,
+        pricePerHour=to_json_number(placement.price_per_hour),
+        score=_score(placement.score),
+        pricePerGpuHour=None if per_gpu is None else to_json_number(round_micros(per_gpu)),
+    )
 
 
-def _filter_to_json(f: FilterCount) -> dict[str, Any]:
-    return {"filter": f.name, "rule": f.rule, "removed": f.removed}
+def _filter_out(f: FilterCount) -> FilterCountOut:
+    return FilterCountOut(filter=f.name, rule=f.rule, removed=f.removed)
 
 
-def decision_to_json(decision: PlacementDecision) -> dict[str, Any]:
+def decision_out(decision: PlacementDecision) -> QuoteOut:
     """The seed's ``PlacementDecision`` in camelCase, plus scorer, filter counts and reasons."""
-    out = placement_to_json(Placement(decision.offer, decision.score))
-    out["alternatives"] = [placement_to_json(a) for a in decision.alternatives]
-    out["scorer"] = decision.scorer
-    out["considered"] = decision.considered
-    out["removedBy"] = [_filter_to_json(f) for f in decision.removed_by]
-    out["regionFallback"] = decision.region_fallback
-    out["reasons"] = [r.to_dict() for r in decision.reasons]
-    return out
+    pick = placement_out(Placement(decision.offer, decision.score))
+    return QuoteOut(
+        **dict(pick),
+        alternatives=[placement_out(a) for a in decision.alternatives],
+        scorer=decision.scorer,
+        considered=decision.considered,
+        removedBy=[_filter_out(f) for f in decision.removed_by],
+        regionFallback=decision.region_fallback,
+        reasons=[ReasonOut.model_validate(r.to_dict()) for r in decision.reasons],
+    )

@@ -6,7 +6,6 @@ built-in market's, read now, and the real providers' collected ones: ``runtime/p
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from scalar.domain.arbitrage import WorkloadRequirements, find_optimal_placement
 from scalar.domain.offers import Offer
@@ -27,6 +26,7 @@ from scalar.runtime.plane.core import PlaneCore
 from scalar.wire.market import MarketOut, OfferRowOut
 from scalar.wire.orderbook import OrderbookResponse, build_orderbook_response
 from scalar.wire.providers import ProviderStatusOut
+from scalar.wire.quote import SourcedQuoteOut
 
 log = logging.getLogger("scalar.runtime.service")  # the logger these calls have always used
 
@@ -88,7 +88,7 @@ class MarketService:
         model ``GET /providers``, ``scalar providers`` and the dashboard share: ``wire/providers.py``)."""
         return [ProviderStatusOut.model_validate(s.to_dict()) for s in self._core.live_prices().statuses()]
 
-    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> dict[str, Any]:
+    def quote(self, requirements: WorkloadRequirements, scorer: str = "default") -> SourcedQuoteOut:
         """Seed 002's placement over every offer; ``NoSuitableInstanceError`` (with counts) when none fits."""
         items = quotable(self._all_offers())  # untrusted (flagged) live prices are not quoted
         decision = find_optimal_placement(requirements, [i.offer for i in items], scorer=scorer)
