@@ -9,7 +9,7 @@ from decimal import Decimal
 from scalar.domain.offers import Offer
 from scalar.providers.catalog.records import CatalogAnomaly
 from scalar.providers.live_anomalies import judge_live_offers
-from scalar.runtime.market_view import quotable, sourced
+from scalar.runtime.market_view import offer_row, quotable, sourced
 from scalar.runtime.prices import LivePrices, RealProvider
 from tests.runtime.helpers import Clock
 
@@ -94,3 +94,8 @@ def test_the_collector_keeps_flags_and_quotes_leave_untrusted_offers_out() -> No
     assert [d["code"] for d in status.to_dict()["dropped"]] == ["spot_above_on_demand"]
     rows = sourced([], live.offers(), Clock().now)
     assert [i.offer for i in quotable(rows)] == [fine]
+    shown = {r.instance_type: r for r in map(offer_row, rows)}  # GET /prices lists both, with the flags
+    doubtful = shown[od.instance_type]
+    assert not doubtful.trusted and [f.code for f in doubtful.flags] == ["on_demand_doubtful"]
+    assert doubtful.flags[0].action and doubtful.flags[0].message
+    assert shown[fine.instance_type].trusted and shown[fine.instance_type].flags == []

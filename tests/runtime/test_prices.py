@@ -372,23 +372,3 @@ def test_market_shows_sfcompute_book_levels_instead_of_its_best_ask(control_plan
         expected = gpus + sum(r.gpu_count for r in others if r.price_per_gpu_hour == price)
         assert sfc[price].quantity_gpus == expected
     assert set(sfc) == {1.9, 2.0}
-
-
-def test_live_prices_carry_the_catalog_anomaly_flags(control_plane: ControlPlane) -> None:
-    rows = control_plane.prices(source="live")
-    flagged = [r for r in rows if r.flags]
-    assert all(
-        r.source == "live" and {"code", "action", "message"} <= set(r.flags[0].model_dump()) for r in flagged
-    )
-    untrusted = {(r.provider, r.instance_type, r.spot) for r in rows if not r.trusted}
-    every = control_plane.prices()
-    untrusted_only = {
-        (r.provider, r.instance_type, r.region, r.price_per_hour) for r in every if not r.trusted
-    }
-    untrusted_only -= {(r.provider, r.instance_type, r.region, r.price_per_hour) for r in every if r.trusted}
-    statuses = {s.name: s for s in control_plane.provider_status()}
-    assert sum(s.untrusted_count for s in statuses.values()) == len(untrusted)
-    decision = control_plane.quote(WorkloadRequirements(gpu_count=1, max_interruption_rate=1.0))
-    picked = [decision, *decision.alternatives]
-    keys = {(p.provider, p.instanceType, p.region, p.pricePerHour) for p in picked}
-    assert not keys & untrusted_only
