@@ -124,7 +124,7 @@ class Controller:
         return list(self.http.get("/agents").json()["agents"])
 
     def story_codes(self, key: str) -> list[str]:
-        return [d["code"] for d in self.plane.story(key, limit=None)]
+        return [d.code for d in self.plane.story(key, limit=None)]
 
 
 @contextmanager

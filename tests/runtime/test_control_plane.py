@@ -32,7 +32,7 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
     plane: ControlPlane, clock: Clock, db_url: str
 ) -> None:
     plane.run_once()
-    assert plane.is_leader and plane.health()["role"] == "leader"
+    assert plane.is_leader and plane.health().role == "leader"
     small = plane.submit_job(job(1, 40, name="one-gpu"))
     gang = plane.submit_job(job(16, 60))
     flex = plane.submit_job(job(8, 40, tier="FLEX"))
@@ -59,7 +59,7 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
         assert tx.count_projection("nodes") >= 3 and tx.count_projection("orders") == len(result.buy_actions)
         assert tx.story(small.id)[-1].code == "succeeded"
         assert tx.count_unconsumed_inbox() == 0
-    assert plane.story(flex.id)[0]["code"] == "submitted"
+    assert plane.story(flex.id)[0].code == "submitted"
 
 
 def test_a_cancelled_job_ends_cancelled_and_unknown_ids_are_refused(
@@ -141,7 +141,7 @@ def test_orderbook_and_health(plane: ControlPlane) -> None:
     with pytest.raises(KeyError):
         plane.orderbook("9xNOPE", 1)
     health = plane.health()
-    assert health["status"] == "ok" and health["role"] == "follower" and health["last_step_at"] is None
+    assert health.status == "ok" and health.role == "follower" and health.last_step_at is None
 
 
 def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(
