@@ -15,7 +15,7 @@ import httpx
 from scalar.api.app import create_app
 from scalar.api.ports import ControlPlanePort
 from scalar.runtime import ControlPlane, load_settings
-from scalar.wire.jobs import JobOut
+from scalar.wire.jobs import HealthDetailsOut, JobOut
 from scalar.wire.orderbook import OrderbookResponse
 from tests.api.live_server import serve
 
@@ -140,7 +140,7 @@ class JobsOnly:
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse:
         return self._cp.orderbook(instance_type, node_count, gpus_per_node)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HealthDetailsOut:
         return self._cp.health()
 
 

@@ -6,7 +6,6 @@ import re
 import subprocess
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -16,6 +15,7 @@ from scalar.api.routes_metrics import DEPRECATED, metrics_router, render_metrics
 from scalar.engine import JobState
 from scalar.runtime import ControlPlane
 from scalar.runtime.step_metrics import StepLatency
+from scalar.runtime.views_market import MetricsSnapshot
 from tests.api.live_server import serve
 from tests.runtime.helpers import Clock, drive, job, settings_for
 
@@ -90,22 +90,22 @@ def test_the_step_histogram_is_cumulative() -> None:
     snap = latency.snapshot()
     assert (snap.cumulative, snap.count, snap.max_s) == ((1, 3), 4, 3.0)
     text = render_metrics(
-        {
-            "jobs_by_state": {"PENDING": 0},
-            "nodes_by_state": {"ready": 0},
-            "orders_by_status": {},
-            "actions_by_status": {},
-            "gpus_total": 0,
-            "gpus_allocated": 0,
-            "gpus_idle": 0,
-            "spend_by_provider": {'we"ird\\': 1},
-            "open_price_per_hour": 0,
-            "committed": 0,
-            "inbox_pending": 0,
-            "is_leader": False,
-            "steps": 0,
-            "step_latency": snap,
-        }
+        MetricsSnapshot(
+            jobs_by_state={"PENDING": 0},
+            nodes_by_state={"ready": 0},
+            orders_by_status={},
+            actions_by_status={},
+            gpus_total=0,
+            gpus_allocated=0,
+            gpus_idle=0,
+            spend_by_provider={'we"ird\\': Decimal(1)},
+            open_price_per_hour=Decimal(0),
+            committed=Decimal(0),
+            inbox_pending=0,
+            is_leader=False,
+            steps=0,
+            step_latency=snap,
+        )
     )
     samples = parse(text)
     assert samples[("scalar_step_duration_seconds_bucket", "0.1")] == 3
@@ -122,26 +122,26 @@ def promtool_check(text: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def snapshot(spend: dict[str, Decimal], steps: int) -> dict[str, Any]:
+def snapshot(spend: dict[str, Decimal], steps: int) -> MetricsSnapshot:
     latency = StepLatency()
     for i in range(steps):
         latency.observe(0.002 * i)
-    return {
-        "jobs_by_state": {s.value: 0 for s in JobState},
-        "nodes_by_state": {"ready": 1},
-        "orders_by_status": {"filled": 1},
-        "actions_by_status": {"done": 3},
-        "gpus_total": 8,
-        "gpus_allocated": 8,
-        "gpus_idle": 0,
-        "spend_by_provider": spend,
-        "open_price_per_hour": Decimal("16.5"),
-        "committed": Decimal(400),
-        "inbox_pending": 0,
-        "is_leader": True,
-        "steps": steps,
-        "step_latency": latency.snapshot(),
-    }
+    return MetricsSnapshot(
+        jobs_by_state={s.value: 0 for s in JobState},
+        nodes_by_state={"ready": 1},
+        orders_by_status={"filled": 1},
+        actions_by_status={"done": 3},
+        gpus_total=8,
+        gpus_allocated=8,
+        gpus_idle=0,
+        spend_by_provider=spend,
+        open_price_per_hour=Decimal("16.5"),
+        committed=Decimal(400),
+        inbox_pending=0,
+        is_leader=True,
+        steps=steps,
+        step_latency=latency.snapshot(),
+    )
 
 
 def test_promtool_accepts_the_exposition_and_rejects_the_old_gauge_with_a_total_suffix() -> None:
@@ -166,10 +166,10 @@ def test_promtool_accepts_the_exposition_and_rejects_the_old_gauge_with_a_total_
 
 
 class FixedPort:
-    def __init__(self, snap: dict[str, Any]) -> None:
+    def __init__(self, snap: MetricsSnapshot) -> None:
         self.snap = snap
 
-    def metrics_snapshot(self) -> dict[str, Any]:
+    def metrics_snapshot(self) -> MetricsSnapshot:
         return self.snap
 
 

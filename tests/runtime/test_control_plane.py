@@ -32,7 +32,7 @@ def test_jobs_are_placed_on_bought_capacity_and_finish(
     plane: ControlPlane, clock: Clock, db_url: str
 ) -> None:
     plane.run_once()
-    assert plane.is_leader and plane.health()["role"] == "leader"
+    assert plane.is_leader and plane.health().role == "leader"
     small = plane.submit_job(job(1, 40, name="one-gpu"))
     gang = plane.submit_job(job(16, 60))
     flex = plane.submit_job(job(8, 40, tier="FLEX"))
@@ -141,7 +141,7 @@ def test_orderbook_and_health(plane: ControlPlane) -> None:
     with pytest.raises(KeyError):
         plane.orderbook("9xNOPE", 1)
     health = plane.health()
-    assert health["status"] == "ok" and health["role"] == "follower" and health["last_step_at"] is None
+    assert health.status == "ok" and health.role == "follower" and health.last_step_at is None
 
 
 def test_an_api_replica_validates_submissions_on_the_offers_the_leader_stored(

@@ -55,14 +55,14 @@ def test_exactly_one_acts_and_the_standby_takes_over_after_the_ttl(world: Any, d
         drive([a, b], clock, 1)
         assert [a.is_leader, b.is_leader] == [True, False]
     assert writers(a) == {a.settings.holder}
-    assert b.health()["role"] == "follower" and b.health()["lease_holder"] == a.settings.holder
-    epoch = a.health()["epoch"]
+    assert b.health().role == "follower" and b.health().lease_holder == a.settings.holder
+    epoch = a.health().epoch
 
     # a dies: it stops renewing. Within the TTL b still waits; after it, b leads at the next epoch.
     drive([b], clock, 8)
     assert not b.is_leader
     drive([b], clock, 4)
-    assert b.is_leader and b.health()["epoch"] == epoch + 1
+    assert b.is_leader and b.health().epoch == epoch + 1
     more = [b.submit_job(job(1, 30)).id for _ in range(2)]
     drive([b], clock, 90)
     assert writers(b) == {a.settings.holder, b.settings.holder}

@@ -60,12 +60,12 @@ def test_healthz_says_starting_until_the_first_step_has_run(db_url: str, tmp_pat
             gate.set()
             ok = _wait_for(lambda: (r := http.get("/healthz")).status_code == 200 and r, "ok")
             assert ok.json()["status"] == "ok"
-            assert plane.health()["last_step_at"] is not None
+            assert plane.health().last_step_at is not None
 
             # a second process whose leader is live is ready before any step of its own
             follower.start()
             health = follower.health()
-            assert health["status"] == "ok" and health["role"] == "follower", health
+            assert health.status == "ok" and health.role == "follower", health
     finally:
         gate.set()
         follower.stop()

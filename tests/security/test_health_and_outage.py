@@ -134,9 +134,9 @@ def test_a_control_plane_still_opening_is_starting(tmp_path: Path) -> None:
     cp = ControlPlane(settings_for(f"sqlite:///{tmp_path / 's.db'}", tmp_path), clock=Clock())
     with cp.core.open_lock:  # another thread is opening (migrating) the database
         health = cp.health()
-    assert (health["status"], health["problem"]) == ("starting", "not-open")
+    assert (health.status, health.problem) == ("starting", "not-open")
     cp.open()
     try:
-        assert cp.health()["status"] == "ok"
+        assert cp.health().status == "ok"
     finally:
         cp.stop()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from scalar.wire.jobs import JobOut
+from scalar.wire.jobs import HealthDetailsOut, JobOut
 from scalar.wire.orderbook import OrderbookResponse
 
 
@@ -32,4 +32,4 @@ class ControlPlanePort(Protocol):
 
     def orderbook(self, instance_type: str, node_count: int, gpus_per_node: int = 8) -> OrderbookResponse: ...
 
-    def health(self) -> dict[str, Any]: ...
+    def health(self) -> HealthDetailsOut: ...

@@ -30,8 +30,8 @@ def gpus_per_node_of(instance_type: str) -> int:
     return DEFAULT_GPUS_PER_NODE
 
 
-def _redacted(url: Any) -> Any:
-    if not isinstance(url, str) or "://" not in url:
+def _redacted(url: str | None) -> str | None:
+    if url is None or "://" not in url:
         return url
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -42,9 +42,10 @@ def _redacted(url: Any) -> Any:
 HEALTH_RETRY_AFTER_S = 5
 
 
-def health_response(model: type[HealthOut], raw: dict[str, Any]) -> Any:
-    """``raw`` shown as ``model`` (its fields only): 200 when ok, else 503 with ``Retry-After``."""
-    health = model.model_validate(raw)
+def health_response(model: type[HealthOut], full: HealthDetailsOut) -> Any:
+    """The runtime's ``full`` health shown as ``model`` (its fields only): 200 when ok, else 503 with
+    ``Retry-After``."""
+    health = model.model_validate(full.model_dump())
     if health.status != "ok":
         return JSONResponse(
             health.model_dump(mode="json"),
@@ -79,9 +80,9 @@ def market_router(control_plane: ControlPlanePort) -> APIRouter:
         responses={503: {"model": HealthDetailsOut, "description": "up but not ok: starting or degraded"}},
     )
     def healthz_details() -> Any:
-        raw = dict(control_plane.health())
-        raw["database"] = _redacted(raw.get("database"))
-        return health_response(HealthDetailsOut, raw)
+        health = control_plane.health()
+        redacted = health.model_copy(update={"database": _redacted(health.database)})
+        return health_response(HealthDetailsOut, redacted)
 
     @router.get(
         "/orderbook",

@@ -14,9 +14,9 @@ deprecated aliases (``DEPRECATED`` below, docs/api.md): ``scalar_spend_usd`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
@@ -39,6 +39,7 @@ from scalar.runtime.step_metrics import (
     multiprocess_dir,
     rate_limited_counter,
 )
+from scalar.runtime.views_market import MetricsSnapshot
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 _bound: Callable[[float], str] = (
@@ -55,7 +56,7 @@ DEPRECATED = {
 
 @runtime_checkable
 class MetricsPort(Protocol):
-    def metrics_snapshot(self) -> dict[str, Any]: ...
+    def metrics_snapshot(self) -> MetricsSnapshot: ...
 
 
 def _gauge(name: str, help_text: str, value: float | int | Decimal) -> GaugeMetricFamily:
@@ -75,52 +76,48 @@ def _histogram(name: str, help_text: str, hist: HistogramSnapshot) -> HistogramM
     return HistogramMetricFamily(name, help_text, [*buckets, ("+Inf", float(hist.count))], hist.sum_s)
 
 
-def snapshot_metrics(snap: Mapping[str, Any], *, step_latency: bool = True) -> Iterator[Metric]:
+def snapshot_metrics(snap: MetricsSnapshot, *, step_latency: bool = True) -> Iterator[Metric]:
     """The metric families of one ``metrics_snapshot()``; ``step_latency=False``: without the step
     histogram (in multiprocess mode it comes from every process's files instead)."""
     yield _labelled(
-        GaugeMetricFamily("scalar_jobs", "Jobs by state.", labels=["state"]), snap["jobs_by_state"].items()
+        GaugeMetricFamily("scalar_jobs", "Jobs by state.", labels=["state"]), snap.jobs_by_state.items()
     )
     yield _labelled(
         GaugeMetricFamily("scalar_nodes", "Nodes (slices) by lifecycle state.", labels=["state"]),
-        snap["nodes_by_state"].items(),
+        snap.nodes_by_state.items(),
     )
-    yield _gauge("scalar_gpus", "GPUs on READY nodes.", snap["gpus_total"])
-    yield _gauge("scalar_gpus_allocated", "GPUs on READY nodes holding a job.", snap["gpus_allocated"])
-    yield _gauge("scalar_gpus_idle", "GPUs on READY nodes holding no job.", snap["gpus_idle"])
+    yield _gauge("scalar_gpus", "GPUs on READY nodes.", snap.gpus_total)
+    yield _gauge("scalar_gpus_allocated", "GPUs on READY nodes holding a job.", snap.gpus_allocated)
+    yield _gauge("scalar_gpus_idle", "GPUs on READY nodes holding no job.", snap.gpus_idle)
     yield _labelled(
         GaugeMetricFamily("scalar_orders", "Purchases by status.", labels=["status"]),
-        snap["orders_by_status"].items(),
+        snap.orders_by_status.items(),
     )
     yield _labelled(
         GaugeMetricFamily("scalar_actions", "Outbox actions by status.", labels=["status"]),
-        snap["actions_by_status"].items(),
+        snap.actions_by_status.items(),
     )
-    yield _gauge(
-        "scalar_inbox_pending", "Submissions and cancellations not yet stepped.", snap["inbox_pending"]
-    )
-    spend = sorted(snap["spend_by_provider"].items())
+    yield _gauge("scalar_inbox_pending", "Submissions and cancellations not yet stepped.", snap.inbox_pending)
+    spend = sorted(snap.spend_by_provider.items())
     yield _labelled(
         CounterMetricFamily(
             "scalar_spend_accrued_usd", "USD accrued on contracts so far, by provider.", labels=["provider"]
         ),
         spend,
     )
-    yield _gauge("scalar_committed_usd", "USD value of every contract bought (full term).", snap["committed"])
+    yield _gauge("scalar_committed_usd", "USD value of every contract bought (full term).", snap.committed)
     yield _gauge(
-        "scalar_open_price_per_hour_usd", "USD per hour the open contracts cost.", snap["open_price_per_hour"]
+        "scalar_open_price_per_hour_usd", "USD per hour the open contracts cost.", snap.open_price_per_hour
     )
-    yield _gauge(
-        "scalar_leader", "1 when this process leads the control plane.", 1 if snap["is_leader"] else 0
-    )
+    yield _gauge("scalar_leader", "1 when this process leads the control plane.", 1 if snap.is_leader else 0)
     yield CounterMetricFamily(
         "scalar_steps",
         "Controller steps in the log this process has stepped or replayed.",
-        value=snap["steps"],
+        value=snap.steps,
     )
     if step_latency:
         yield _histogram(
-            STEP_DURATION, "Wall time of one leader step (decide and commit).", snap["step_latency"]
+            STEP_DURATION, "Wall time of one leader step (decide and commit).", snap.step_latency
         )
     # Deprecated aliases, removed in the next release.
     yield _labelled(
@@ -137,7 +134,7 @@ def snapshot_metrics(snap: Mapping[str, Any], *, step_latency: bool = True) -> I
         value=float(sum((v for _, v in spend), Decimal(0))),
     )
     yield _gauge(
-        "scalar_steps", "Deprecated: use scalar_steps_total. Controller steps in the log.", snap["steps"]
+        "scalar_steps", "Deprecated: use scalar_steps_total. Controller steps in the log.", snap.steps
     )
 
 
@@ -168,14 +165,14 @@ def metrics_registry(port: MetricsPort) -> CollectorRegistry:
 
 
 class _Fixed(Collector):
-    def __init__(self, snap: Mapping[str, Any]) -> None:
+    def __init__(self, snap: MetricsSnapshot) -> None:
         self.snap = snap
 
     def collect(self) -> Iterator[Metric]:
         return snapshot_metrics(self.snap)
 
 
-def render_metrics(snap: Mapping[str, Any]) -> str:
+def render_metrics(snap: MetricsSnapshot) -> str:
     """The exposition of one ``metrics_snapshot()``."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(snap))

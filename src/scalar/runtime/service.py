@@ -12,8 +12,8 @@ delegating line per call here, which is also the one list of everything a contro
   only submits and reads); ``start()`` calls it. ``ControlPlane`` is a context manager (start/stop).
 - ``run_once()`` is one leader iteration and ``run_executor_once() -> int`` executes the claimable actions
   once (tests drive both on an injected clock).
-- ``health()``: ``status`` (ok | starting | degraded) and ``problem`` (a code), ``role``, ``last_step_at``,
-  and for admins ``database``, ``holder``, ``epoch``, ``backend``, ``lease_holder``, ``lease_expires_at``,
+- ``health() -> HealthDetailsOut``: ``status`` (ok | starting | degraded) and ``problem`` (a code), ``role``,
+  ``last_step_at``, and for admins ``database``, ``holder``, ``epoch``, ``backend``, ``lease_holder``, ``lease_expires_at``,
   ``error``.
 - ``explain_job(job_id) -> list[str] | None``: the leader's explanation lines (``None`` on a follower or for
   an unknown job); ``explain(job_id)`` is the full view from the store; ``story(entity_id)`` reads the
@@ -43,11 +43,12 @@ from scalar.runtime.plane.jobs import JobRejectedError, JobService
 from scalar.runtime.plane.market import MarketService
 from scalar.runtime.prices import LivePrices, RealProvider
 from scalar.runtime.settings import Settings
+from scalar.runtime.views_market import MetricsSnapshot
 from scalar.store import Decision, Store
 from scalar.wire.agent import JoinTokenOut, JoinTokenRequest
 from scalar.wire.auth import AuditEntryOut, TokenCreated, TokenOut
 from scalar.wire.budgets import BudgetsOut
-from scalar.wire.jobs import JobOut
+from scalar.wire.jobs import HealthDetailsOut, JobOut
 from scalar.wire.market import MarketOut, OfferRowOut
 from scalar.wire.orderbook import OrderbookResponse
 from scalar.wire.providers import ProviderStatusOut
@@ -167,7 +168,7 @@ class ControlPlane:
     def is_leader(self) -> bool:
         return self.core.is_leader
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HealthDetailsOut:
         return self.core.health()
 
     @property
@@ -295,7 +296,7 @@ class ControlPlane:
     def costs(self, points: int = 24) -> CostsOut:
         return self.cluster.costs(points)
 
-    def metrics_snapshot(self) -> dict[str, Any]:
+    def metrics_snapshot(self) -> MetricsSnapshot:
         return self.cluster.metrics_snapshot()
 
     def status(self) -> StatusOut:

@@ -6,7 +6,7 @@ autoscaler's own unmet-demand list are in the leader's memory only and are added
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -26,6 +26,7 @@ from scalar.engine.costs import (
 )
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.queries import SliceCounts
+from scalar.runtime.step_metrics import HistogramSnapshot
 from scalar.runtime.views import (
     FOLLOWER_NOTE,
     HOUR,
@@ -36,6 +37,7 @@ from scalar.runtime.views import (
     iso,
     rows,
 )
+from scalar.wire.jobs import HealthDetailsOut
 from scalar.wire.routing import decision_to_json
 
 RECENT_ACTIONS = 100
@@ -368,7 +370,30 @@ def spend_series(block_costs: list[BlockCost], now: datetime, points: int) -> li
 # ---- GET /metrics --------------------------------------------------------------------------------------
 
 
-def metrics_snapshot(views: ClusterViews) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """The counts behind GET /metrics (``api/routes_metrics.py`` reads them at scrape time), with every
+    known label value present (0 when none). Money is exact (``Decimal`` dollars)."""
+
+    jobs_by_state: dict[str, int]
+    nodes_by_state: dict[str, int]
+    orders_by_status: dict[str, int]
+    actions_by_status: dict[str, int]
+    gpus_total: int
+    gpus_allocated: int
+    gpus_idle: int
+    spend_by_provider: dict[str, Decimal]
+    open_price_per_hour: Decimal
+    committed: Decimal
+    inbox_pending: int
+    is_leader: bool
+    step_latency: HistogramSnapshot
+    steps: int
+    """steps in the log: the leader's count (stepped or replayed), else the log's latest batch (a
+    replica's or a standby's answer is then the same as the leader's)"""
+
+
+def metrics_snapshot(views: ClusterViews) -> MetricsSnapshot:
     """The counts behind GET /metrics, with every known label value present (0 when none)."""
     now = views.clock()
     with views.store.read() as tx:
@@ -394,27 +419,52 @@ def metrics_snapshot(views: ClusterViews) -> dict[str, Any]:
         (c.rate_per_hour for c, r in zip(block_costs, block_rows, strict=True) if r.state == "open"),
         Decimal(0),
     )
-    return {
-        "jobs_by_state": {s: int(jobs.get(s, 0)) for s in JOB_STATES},
-        "nodes_by_state": node_states,
-        "orders_by_status": {s: int(orders.get(s, 0)) for s in ORDER_STATUSES},
-        "actions_by_status": dict(actions),
-        "gpus_total": gpus_total,
-        "gpus_allocated": gpus_total - gpus_free,
-        "gpus_idle": gpus_free,
-        "spend_by_provider": spend,
-        "open_price_per_hour": open_rate,
-        "committed": sum((c.committed for c in block_costs), Decimal(0)),
-        "inbox_pending": inbox,
-        "is_leader": views.with_controller(lambda c: True) is True,
-        "step_latency": views.leader.step_latency.snapshot(),
-        # steps in the log: the leader's count (stepped or replayed), else the log's latest batch (a
-        # replica's or a standby's answer is then the same as the leader's)
-        "steps": views.leader.steps or (0 if last is None else last[0]),
-    }
+    return MetricsSnapshot(
+        jobs_by_state={s: int(jobs.get(s, 0)) for s in JOB_STATES},
+        nodes_by_state=node_states,
+        orders_by_status={s: int(orders.get(s, 0)) for s in ORDER_STATUSES},
+        actions_by_status=dict(actions),
+        gpus_total=gpus_total,
+        gpus_allocated=gpus_total - gpus_free,
+        gpus_idle=gpus_free,
+        spend_by_provider=spend,
+        open_price_per_hour=open_rate,
+        committed=sum((c.committed for c in block_costs), Decimal(0)),
+        inbox_pending=inbox,
+        is_leader=views.with_controller(lambda c: True) is True,
+        step_latency=views.leader.step_latency.snapshot(),
+        steps=views.leader.steps or (0 if last is None else last[0]),
+    )
 
 
-def status_summary(views: ClusterViews, health: dict[str, Any]) -> dict[str, Any]:
+# The keys of ``/status``'s ``health`` in the order it has always sent them.
+_STATUS_HEALTH_KEYS = (
+    "status",
+    "problem",
+    "error",
+    "role",
+    "database",
+    "backend",
+    "holder",
+    "epoch",
+    "last_step_at",
+    "lease_holder",
+    "lease_expires_at",
+)
+
+
+def status_health(health: HealthDetailsOut) -> dict[str, Any]:
+    """``/status``'s ``health`` as it has always been sent: the fields the runtime set, in that order,
+    times as ``isoformat()`` (``+00:00``, where ``/healthz`` renders ``Z``)."""
+    out: dict[str, Any] = {}
+    for key in _STATUS_HEALTH_KEYS:
+        if key in health.model_fields_set:
+            value = getattr(health, key)
+            out[key] = value.isoformat() if isinstance(value, datetime) else value
+    return out
+
+
+def status_summary(views: ClusterViews, health: HealthDetailsOut) -> dict[str, Any]:
     """One answer for ``scalar status``: health, counts, GPUs, spend, slices and step latency."""
     snap = metrics_snapshot(views)
     with views.store.read() as tx:
@@ -423,33 +473,33 @@ def status_summary(views: ClusterViews, health: dict[str, Any]) -> dict[str, Any
     for g in groups:
         for s in SLICE_STATES:
             slices[s] += int((g.data.get("slices") or {}).get(s, 0))
-    spend = snap["spend_by_provider"]
-    latency = snap["step_latency"]
-    total = snap["gpus_total"]
+    spend = snap.spend_by_provider
+    latency = snap.step_latency
+    total = snap.gpus_total
     return {
         "at": iso(views.clock()),
-        "health": health,
-        "jobs_by_state": snap["jobs_by_state"],
-        "jobs_total": sum(snap["jobs_by_state"].values()),
-        "nodes_by_state": snap["nodes_by_state"],
+        "health": status_health(health),
+        "jobs_by_state": snap.jobs_by_state,
+        "jobs_total": sum(snap.jobs_by_state.values()),
+        "nodes_by_state": snap.nodes_by_state,
         "gpus": {
             "total": total,
-            "allocated": snap["gpus_allocated"],
-            "idle": snap["gpus_idle"],
-            "utilization": round(snap["gpus_allocated"] / total, 4) if total else 0.0,
+            "allocated": snap.gpus_allocated,
+            "idle": snap.gpus_idle,
+            "utilization": round(snap.gpus_allocated / total, 4) if total else 0.0,
         },
         "spend": {
             "currency": "USD",
             "accrued": micros_text(sum(spend.values(), Decimal(0))),
             "by_provider": {p: micros_text(v) for p, v in sorted(spend.items())},
-            "committed": micros_text(snap["committed"]),
-            "open_price_per_hour": micros_text(snap["open_price_per_hour"]),
+            "committed": micros_text(snap.committed),
+            "open_price_per_hour": micros_text(snap.open_price_per_hour),
         },
         "slices": slices,
-        "orders_by_status": snap["orders_by_status"],
-        "actions_by_status": snap["actions_by_status"],
-        "inbox_pending": snap["inbox_pending"],
-        "steps": snap["steps"],
+        "orders_by_status": snap.orders_by_status,
+        "actions_by_status": snap.actions_by_status,
+        "inbox_pending": snap.inbox_pending,
+        "steps": snap.steps,
         "step_latency": {
             "count": latency.count,
             "mean_s": round(latency.sum_s / latency.count, 6) if latency.count else None,

@@ -8,8 +8,6 @@ The views themselves are built in ``runtime/views.py`` and
 
 from __future__ import annotations
 
-from typing import Any
-
 from scalar.runtime import views_market
 from scalar.runtime.plane.core import PlaneCore
 from scalar.runtime.views import ClusterViews
@@ -60,7 +58,7 @@ class ClusterService:
         """Spend by provider, block and tenant and over time, as ``GET /costs`` sends it."""
         return CostsOut.model_validate(views_market.costs(self.views(), points))
 
-    def metrics_snapshot(self) -> dict[str, Any]:
+    def metrics_snapshot(self) -> views_market.MetricsSnapshot:
         return views_market.metrics_snapshot(self.views())
 
     def status(self) -> StatusOut:

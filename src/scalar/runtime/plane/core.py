@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from scalar.domain.offers import Offer
 from scalar.providers.base import Provider
@@ -39,6 +39,7 @@ from scalar.runtime.prices import LivePrices, RealProvider, real_providers
 from scalar.runtime.settings import Settings, SettingsError
 from scalar.store import NotLeaderError, Store
 from scalar.wire.agent import JoinTokenRequest
+from scalar.wire.jobs import HealthDetailsOut
 
 log = logging.getLogger("scalar.runtime.service")  # the logger these loops have always used
 
@@ -298,29 +299,28 @@ class PlaneCore:
             return False
         return leader.lease_expires_at > self.clock()
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HealthDetailsOut:
         """``status`` ok | starting | degraded, ``problem`` (a code, unless ok: ``HEALTH_PROBLEMS``),
         ``role``, ``last_step_at``, and the details only admins see (``database``, ``holder``, ``epoch``,
         ``lease_holder``, ``lease_expires_at``, the driver's ``error``): the API shows each its part."""
         if self.store is None and self.open_lock.locked():  # another thread is opening (migrating) it
-            return {
-                "status": "starting",
-                "problem": "not-open",
-                "role": "follower",
-                "holder": self.settings.holder,
-            }
+            return HealthDetailsOut(
+                status="starting", problem="not-open", role="follower", holder=self.settings.holder
+            )
         try:
             store, leader = self.opened()
         except Exception as err:  # the database cannot be opened
-            return {
-                "status": "degraded",
-                "problem": "database-unavailable",
-                "error": _first_line(err),
-                "role": "follower",
-                "holder": self.settings.holder,
-            }
+            return HealthDetailsOut(
+                status="degraded",
+                problem="database-unavailable",
+                error=_first_line(err),
+                role="follower",
+                holder=self.settings.holder,
+            )
         lease = None
-        status, problem, error = "ok", None, None
+        status: Literal["ok", "starting", "degraded"] = "ok"
+        problem: str | None = None
+        error: str | None = None
         last_step_at = leader.last_step_at
         try:
             lease = store.read_lease(self.settings.lease_name)
@@ -340,21 +340,19 @@ class PlaneCore:
             status, problem = "degraded", "no-leader"
         if status == "ok" and self._awaiting_first_step(leader, lease, now):
             status, problem = "starting", "first-step"
-        return {
-            "status": status,
-            "problem": problem,
-            "error": error,
-            "role": "leader" if self.is_leader else "follower",
-            "database": store.url,
-            "backend": store.backend,
-            "holder": self.settings.holder,
-            "epoch": leader.epoch,
-            "last_step_at": None if last_step_at is None else last_step_at.isoformat(),
-            "lease_holder": None if lease is None else lease.holder,
-            "lease_expires_at": None
-            if lease is None or lease.expires_at is None
-            else lease.expires_at.isoformat(),
-        }
+        return HealthDetailsOut(
+            status=status,
+            problem=problem,
+            error=error,
+            role="leader" if self.is_leader else "follower",
+            database=store.url,
+            backend=store.backend,
+            holder=self.settings.holder,
+            epoch=leader.epoch,
+            last_step_at=last_step_at,
+            lease_holder=None if lease is None else lease.holder,
+            lease_expires_at=None if lease is None else lease.expires_at,
+        )
 
     def _awaiting_first_step(self, leader: Leader, lease: Any, now: datetime) -> bool:
         """Warm start: this process runs the controller loop and no step has finished yet, while no other
