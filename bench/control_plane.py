@@ -224,12 +224,6 @@ def _events(plane: ControlPlane) -> int:
 # ---- 3. idle CPU --------------------------------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-
-
 def idle_cpu(warmup_s: float, measure_s: float) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="scalar-idle-"))
     env = {k: v for k, v in os.environ.items() if k != "SCALAR_DATABASE_URL"}
@@ -239,9 +233,9 @@ def idle_cpu(warmup_s: float, measure_s: float) -> dict[str, Any]:
         time.sleep(warmup_s)
         if proc.poll() is not None:
             raise RuntimeError("scalar controller exited during the warm-up")
-        before, wall = _cpu_seconds(proc.pid), time.monotonic()
+        before, wall = report.process_cpu_s(proc.pid), time.monotonic()
         time.sleep(measure_s)
-        used, elapsed = _cpu_seconds(proc.pid) - before, time.monotonic() - wall
+        used, elapsed = report.process_cpu_s(proc.pid) - before, time.monotonic() - wall
         startup = before
     finally:
         proc.terminate()

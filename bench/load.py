@@ -41,7 +41,7 @@ import uvicorn
 from sqlalchemy import func, select
 
 from bench.pgdb import fresh_database
-from bench.report import machine, replace_section
+from bench.report import machine, process_cpu_s, replace_section
 from scalar.api.app import create_app
 from scalar.engine import Controller, event_from_dict
 from scalar.providers.builtin import schema as market_schema
@@ -86,15 +86,13 @@ class Results:
 def _tree_cpu_s(pid: int, *, children: bool = True) -> float:
     """CPU seconds (user + system) of process ``pid`` and (``children``) its descendants, from /proc."""
     total, seen, todo = 0.0, set(), [pid]
-    ticks = os.sysconf("SC_CLK_TCK")
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
+            total += process_cpu_s(p)
             for task in Path(f"/proc/{p}/task").iterdir() if children else ():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):

@@ -31,6 +31,12 @@ def machine(with_numpy: bool = False) -> str:
     return text
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def replace_section(path: Path, block: str, start: str, end: str) -> None:
     """Put ``block`` (which starts with ``start`` and ends with ``end``) in place of the text between those
     markers in ``path``, or append it when they are absent; everything else is kept."""
