@@ -161,9 +161,17 @@ def rejected(buy: BuyCapacity, why: str = "no liquidity at the limit price") -> 
 
 
 def node_state(
-    node_id: str, state: NodeState, when: datetime, block_id: str = "blk-1", why: str | None = None
+    node_id: str,
+    state: NodeState,
+    when: datetime,
+    block_id: str = "blk-1",
+    why: str | None = None,
+    cause: str | None = None,
 ) -> NodeReported:
-    return NodeReported(sid("node"), NodeEvent(node_id, block_id, when, state=state, reason=why))
+    details = {} if cause is None else {"cause": cause}
+    return NodeReported(
+        sid("node"), NodeEvent(node_id, block_id, when, state=state, reason=why, details=details)
+    )
 
 
 def ready(*node_ids: str, when: datetime = T0, block_id: str = "blk-1") -> list[NodeReported]:

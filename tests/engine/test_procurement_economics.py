@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from decimal import Decimal
 
@@ -9,9 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalar.domain.market import NodeState
+from scalar.domain.contracts import (
+    expected_boot_s,
+    expected_downtime_s,
+    interruption_calibration,
+    known_work_s,
+    run_work_s,
+)
+from scalar.domain.gpus import relative_throughput
+from scalar.domain.market import CAUSE_PREEMPTED, NodeState
 from scalar.domain.offers import AWS, PRIME, Offer
+from scalar.domain.tier import Tier
 from scalar.engine import Controller, JobSpec
+from scalar.engine.actions import BuyCapacity
 from scalar.engine.config import ConfigError, ControllerConfig, ScaleGroupConfig
 from tests.engine.builders import (
     at,
@@ -22,6 +33,7 @@ from tests.engine.builders import (
     ready,
     sf_offer,
     spec,
+    started,
     starts,
     submit,
 )
@@ -216,3 +228,152 @@ def test_a_fast_service_back_from_an_interruption_restarts_on_the_preferred_pod_
     actions = c.step(at(600), [node_state("blk-1-n0", NodeState.TERMINATED, at(600), why="preempted")])
     [again] = buys(actions)
     assert again.request.provider == PRIME
+
+
+PUBLISHED_ONLY = replace(CONFIG, interruption_prior=math.inf)  # the hazard stays the published one
+
+
+def _after_a_lost_run(
+    told_hours: float, ran_hours: float, config: ControllerConfig = PUBLISHED_ONLY
+) -> tuple[str, str]:
+    """A FLEX job told ``told_hours`` starts on spot, runs ``ran_hours`` and the seller preempts its node:
+    where the next purchase goes, and its reason."""
+    c = Controller(config)
+    job = spec("j", 8, tier="FLEX", vram=40, duration=told_hours * 3600)
+    [first] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(job)]))
+    assert first.request.spot
+    c.step(at(10), [filled(first, at(10))])
+    assert [s.job_id for s in starts(c.step(at(300), ready("blk-1-n0", when=at(300))))] == ["j"]
+    c.step(at(301), [started("j", "blk-1-n0")])
+    lost = 301 + ran_hours * 3600
+    gone = node_state("blk-1-n0", NodeState.TERMINATED, at(lost), why="preempted", cause=CAUSE_PREEMPTED)
+    [again] = buys(c.step(at(lost), [gone]))
+    return ("spot" if again.request.spot else "on-demand"), again.reason.message
+
+
+def test_a_run_interrupted_after_more_work_than_the_estimate_reprices_the_job_at_that_length() -> None:
+    # Told 2 hours, a 10%/h spot node costs it ~11% rework: spot. It ran 20 hours and had not finished: it
+    # is at least a 20-hour job, whose rework on spot (2.4x) loses to on-demand.
+    where, why = _after_a_lost_run(2, 20)
+    assert where == "on-demand"
+    assert "20.0 h" in why
+    # A run shorter than the estimate teaches nothing: the estimate stands, and so does spot.
+    assert _after_a_lost_run(2, 0.5)[0] == "spot"
+
+
+def test_a_lost_run_is_remembered_by_its_work_at_the_gpus_throughput() -> None:
+    assert run_work_s(3600, "A100", Tier.FLEX) == pytest.approx(3600)
+    assert run_work_s(3600, "H100", Tier.FLEX) == pytest.approx(3600 * relative_throughput("H100"))
+    assert run_work_s(3600, "H100", Tier.FAST) == 3600  # a service's wall time
+    assert run_work_s(-5, "A100", Tier.FLEX) == 0.0
+    assert known_work_s(7200, 3600) == 7200  # the estimate, when no run outlived it
+    assert known_work_s(7200, 9000) == 9000
+
+
+def _second_purchase_after_quiet_spot_hours(config: ControllerConfig, hours: float) -> str:
+    """A checkpointing job holds a spot node ``hours`` without an interruption; then a 20-hour job without
+    checkpoints needs a node of its own: where it is bought."""
+    c = Controller(config)
+    holder = replace(spec("holder", 8, tier="FLEX", vram=40, duration=400 * 3600), checkpoint_interval_s=1800)
+    [first] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(holder)]))
+    assert first.request.spot
+    c.step(at(10), [filled(first, at(10))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))
+    c.step(at(301), [started("holder", "blk-1-n0")])
+    later = 301 + hours * 3600
+    [second] = buys(c.step(at(later), submit(spec("long", 8, tier="FLEX", vram=40, duration=20 * 3600))))
+    return "spot" if second.request.spot else "on-demand"
+
+
+def test_spot_risk_is_learnt_from_the_node_hours_held_without_an_interruption() -> None:
+    # Published 10%/h: a 20-hour uncheckpointed job goes on demand. After 100 node-hours of spot with no
+    # preemption where 10.5 were due, the hazard is priced at (5 + 0) / (5 + 10.5) of it: 0.034/h, 44% rework.
+    assert _second_purchase_after_quiet_spot_hours(PUBLISHED_ONLY, 100) == "on-demand"
+    assert _second_purchase_after_quiet_spot_hours(CONFIG, 100) == "spot"
+    # An hour of quiet history barely moves the published rate.
+    assert _second_purchase_after_quiet_spot_hours(CONFIG, 1) == "on-demand"
+
+
+def test_a_preemption_counts_against_its_shape_and_a_release_does_not() -> None:
+    c = Controller(CONFIG)
+    [first] = buys(
+        c.step(
+            at(0),
+            [market(SPOT, ON_DEMAND, book=None), *submit(spec("a", 8, tier="FLEX", vram=40, duration=1800))],
+        )
+    )
+    c.step(at(10), [filled(first, at(10))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))
+    gone = node_state("blk-1-n0", NodeState.TERMINATED, at(3610), why="preempted", cause=CAUSE_PREEMPTED)
+    c.step(at(3610), [gone])
+    [(group, (n, held_s))] = c.state.spot_seen.items()
+    assert n == 1 and held_s == pytest.approx(3600, abs=1)
+    assert c.state.groups[group].offer is not None and c.state.groups[group].offer.spot
+
+
+@given(seen=st.integers(0, 1000), expected=st.floats(0.0, 1e5), prior=st.floats(0.01, 1e4))
+def test_the_calibration_lies_between_the_published_rates_and_what_was_seen(
+    seen: int, expected: float, prior: float
+) -> None:
+    factor = interruption_calibration(seen, expected, prior)
+    observed = seen / expected if expected > 0 else math.inf
+    assert min(1.0, observed) - 1e-12 <= factor <= max(1.0, observed) + 1e-12
+    assert interruption_calibration(seen, expected, math.inf) == 1.0
+    assert interruption_calibration(0, 0.0, prior) == 1.0  # no history: the published rates
+    assert interruption_calibration(seen + 1, expected, prior) > factor  # one more preemption: riskier
+
+
+def _fast_purchase(config: ControllerConfig, hours: float) -> BuyCapacity:
+    """Where an 8-GPU FAST service of ``hours`` is bought on AWS: spot at 10%/h or on demand."""
+    job = spec("svc", 8, tier="FAST", vram=40, duration=hours * 3600)
+    [buy] = buys(Controller(config).step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(job)]))
+    return buy
+
+
+def test_a_fast_wait_limit_keeps_a_long_service_off_hosts_whose_restarts_would_break_it() -> None:
+    # No limit (the default): a service pays no rework, so spot's lower price wins.
+    assert _fast_purchase(CONFIG, 24).request.spot
+    # 600 s: 24 h at 0.105/h is 2.5 expected interruptions, each a 300 s VM boot, plus the first boot:
+    # ~1,060 s on spot, 300 s on demand.
+    limited = replace(CONFIG, fast_max_wait_s=600.0)
+    buy = _fast_purchase(limited, 24)
+    assert not buy.request.spot
+    assert "FAST wait target" in buy.reason.message
+    # A short service expects no interruption: spot keeps it within the limit.
+    assert _fast_purchase(limited, 0.5).request.spot
+
+
+def test_a_seller_s_boots_are_learnt_from_its_nodes() -> None:
+    c = Controller(CONFIG)
+    [first] = buys(
+        c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(spec("a", 8, tier="FLEX", vram=40))])
+    )
+    c.step(at(10), [filled(first, at(10))])
+    created = c.state.nodes["blk-1-n0"].created_at
+    c.step(at(130), ready("blk-1-n0", when=at(130)))
+    assert c.state.boot_seen == {AWS: (1, (at(130) - created).total_seconds())}
+    # the prior (300 s for a cloud VM) counts as one boot
+    assert expected_boot_s(AWS, *c.state.boot_seen[AWS]) == pytest.approx(
+        (300 + 130 - (created - at(0)).total_seconds()) / 2
+    )
+
+
+def test_a_service_waits_a_boot_first_and_one_per_expected_interruption() -> None:
+    assert expected_downtime_s(0.0, 24, 300, first_boot=True) == 300  # on demand: the first boot only
+    assert expected_downtime_s(0.1, 24, 300, first_boot=False) == pytest.approx(720)
+    assert expected_downtime_s(0.1, 24, 300, first_boot=True) == pytest.approx(1020)
+    assert expected_downtime_s(math.inf, 1, 300, first_boot=False) == math.inf
+    assert expected_boot_s(PRIME, 0, 0.0) == 120  # a pod seller's prior
+    assert expected_boot_s("somewhere-new", 0, 0.0) == 300
+    assert expected_boot_s(PRIME, 3, 90.0) == pytest.approx((120 + 90) / 4)
+
+
+@pytest.mark.parametrize("key", ["interruption_prior", "fast_max_wait_s"])
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, True, "10"])
+def test_bad_spot_learning_and_fast_wait_settings_are_refused_with_the_field(key: str, bad: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        ControllerConfig.from_dict({key: bad})
+    assert err.value.field == key
+    assert ControllerConfig.from_dict({key: 7.5}).procurement == replace(
+        ControllerConfig().procurement, **{key: 7.5}
+    )

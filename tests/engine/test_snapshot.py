@@ -8,11 +8,13 @@ from dataclasses import replace
 
 import pytest
 
+from scalar.domain.market import CAUSE_PREEMPTED, NodeState
 from scalar.engine import Controller
 from scalar.engine.codec import CodecError
 from scalar.engine.snapshot import market_key, market_snapshot, restore, snapshot
-from tests.engine.builders import at, spec, submit, tick
+from tests.engine.builders import at, buys, filled, market, node_state, ready, spec, submit, tick
 from tests.engine.test_consolidate import _scene
+from tests.engine.test_procurement_economics import CONFIG, ON_DEMAND, SPOT
 
 
 def _copy(c: Controller) -> Controller:
@@ -58,3 +60,16 @@ def test_a_snapshot_of_another_version_is_refused() -> None:
     data = {**snapshot(c.state), "version": 99}
     with pytest.raises(CodecError):
         restore(data, market_snapshot(c.state))
+
+
+def test_the_spot_and_boot_history_travel_with_it() -> None:
+    # the cost band prices spot risk and FAST waits with them (engine/cost_band.py)
+    c = Controller(CONFIG)
+    [first] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(spec("a", 8, tier="FLEX"))]))
+    c.step(at(10), [filled(first, at(10))])
+    c.step(at(200), ready("blk-1-n0", when=at(200)))
+    c.step(at(900), [node_state("blk-1-n0", NodeState.TERMINATED, at(900), cause=CAUSE_PREEMPTED)])
+    assert c.state.spot_seen and c.state.boot_seen
+    copy = _copy(c)
+    assert copy.state.spot_seen == c.state.spot_seen
+    assert copy.state.boot_seen == c.state.boot_seen

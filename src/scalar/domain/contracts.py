@@ -17,6 +17,28 @@ cost of a job on an offer is ``price x duration x (1 + rework)``; a long uncheck
 high-hazard node has a rework that grows exponentially and loses to on-demand or a block. A FAST job is a
 service: interrupted, it comes back elsewhere with nothing to redo (rework 0).
 
+**Interruptions observed.** A published rate is a prior, not the truth for the nodes one buys: every spot
+node held is exposure and every preemption an observation. ``interruption_calibration`` compares the
+preemptions seen on all the spot capacity held with the number its published hazards predicted over the
+node-hours held, as a Gamma-Poisson posterior mean of their ratio with the published rates counted as
+``prior`` interruptions of evidence: ``(prior + seen) / (prior + expected)``. Every published hazard is
+priced times that factor: 1 with no history; with much, what the market actually does (none seen where a
+hundred were due: spot is priced nearly safe; three times as many: three times the hazard). One factor for
+all shapes, because the shapes one happens to hold are few per shape but share a market.
+
+**A service's wait.** A FAST job is a service: an interruption costs it no work but the time until it runs
+again, a node's boot. ``expected_downtime_s`` is the boot it waits for first (when its host must be
+bought) and one restart per interruption expected over its run, each at the seller's mean time to READY
+(``expected_boot_s``: the boots seen, with the kind's usual boot, ``BOOT_PRIORS_S``, counted as one). A
+long service on a VM
+interrupted five times a day waits five VM boots; on a pod a fifth of that; on demand, one.
+
+**What an interruption teaches.** A duration is an estimate; a FLEX run that was interrupted after doing
+``w`` work units proves the job needs more than ``w`` (it had not finished). ``known_work_s`` is the
+estimate raised to the most work one interrupted run did, and that is the duration the rework is priced
+on: a job told "13 hours" that has just lost a 24-hour run on spot is priced as the day-long job it is,
+and goes where a restart does not redo a day of work.
+
 **Contract length.** ``choose_contract`` prices each length the seller sells (SFCompute: the durations its
 book lists, or the hours the queued jobs need; an hourly seller: an open-ended lease billed per unit,
 ``hourly``) as the commitment plus the forecast demand it leaves uncovered, bought at the cheapest
@@ -36,7 +58,7 @@ from decimal import Decimal
 from scalar.domain.errors import InvalidSpecError, UnknownGpuModelError
 from scalar.domain.gpus import relative_throughput
 from scalar.domain.money import usd_fixed_plain
-from scalar.domain.offers import Offer
+from scalar.domain.offers import AWS, AZURE, GCP, PRIME, RUNPOD, SFCOMPUTE, Offer
 from scalar.domain.tier import Tier
 
 DEFAULT_INTERRUPTION_RATE = 0.10  # the seed's rate where a seller publishes none (domain.arbitrage)
@@ -74,6 +96,45 @@ def hazard_per_hour(
     return -math.log1p(-p) / period_hours
 
 
+DEFAULT_INTERRUPTION_PRIOR = 5.0  # interruptions of evidence the published rates count as
+
+
+def interruption_calibration(seen: int, expected: float, prior: float) -> float:
+    """The factor the published hazards are priced at: ``seen`` preemptions where the published hazards
+    predicted ``expected`` over the node-hours held, the published rates counted as ``prior`` interruptions
+    of evidence (``prior`` infinite: 1, the published rates whatever was seen)."""
+    if not math.isfinite(prior) or prior <= 0.0:
+        return 1.0
+    return (prior + max(0, seen)) / (prior + max(0.0, expected))
+
+
+DEFAULT_BOOT_S = 300.0  # a node's time to READY assumed of a seller before any of its boots was seen
+# What a seller's kind of capacity usually takes to be READY, before any of its boots was seen: containers
+# on a host already up (pods), a cloud VM with its GPU drivers and image, a bare-metal node.
+BOOT_PRIORS_S: dict[str, float] = {
+    PRIME: 120.0,
+    RUNPOD: 120.0,
+    AWS: 300.0,
+    AZURE: 300.0,
+    GCP: 300.0,
+    SFCOMPUTE: 600.0,
+}
+
+
+def expected_boot_s(provider: str, seen: int, total_s: float) -> float:
+    """A seller's mean time from purchase to READY: ``seen`` boots taking ``total_s`` in all, with its prior
+    (``BOOT_PRIORS_S``, else ``DEFAULT_BOOT_S``) counted as one more."""
+    prior_s = BOOT_PRIORS_S.get(provider, DEFAULT_BOOT_S)
+    return (prior_s + max(0.0, total_s)) / (1 + max(0, seen))
+
+
+def expected_downtime_s(hazard: float, run_hours: float, boot_s: float, *, first_boot: bool) -> float:
+    """A service's expected time without a node over its run: its first boot (``first_boot``: its host must
+    be bought) and a restart after each interruption expected (``hazard`` per hour over ``run_hours``)."""
+    restarts = max(0.0, hazard) * max(0.0, run_hours) if math.isfinite(hazard) else math.inf
+    return max(0.0, boot_s) * ((1.0 if first_boot else 0.0) + restarts)
+
+
 def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | None) -> float:
     """The expected work redone per unit of work (0: none) for a run of ``run_hours`` that checkpoints every
     ``checkpoint_hours`` (``None``: never) on a node interrupted ``hazard`` times per hour."""
@@ -86,6 +147,19 @@ def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | N
     if x < 1e-9:
         return x / 2.0  # the series of (e^x - 1) / x - 1 near 0
     return math.expm1(x) / x - 1.0
+
+
+def known_work_s(expected_s: float, longest_run_s: float) -> float:
+    """The work a job is priced on, in reference seconds: its estimate ``expected_s``, or more when one of
+    its runs did ``longest_run_s`` of work and was interrupted before the end (the job needs more than
+    that run did)."""
+    return max(expected_s, longest_run_s)
+
+
+def run_work_s(ran_s: float, gpu_model: str | None, tier: Tier) -> float:
+    """Work units (reference seconds) a run of ``ran_s`` wall seconds on ``gpu_model`` did for a job of
+    ``tier`` (``work_rate``; a FAST service's wall time)."""
+    return max(0.0, ran_s) * work_rate(gpu_model, tier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +192,17 @@ def expected_job_cost(
     checkpoint_s: float | None,
     period_hours: float = HOURS_PER_MONTH,
     unpublished_rate: float = DEFAULT_INTERRUPTION_RATE,
+    hazard: float | None = None,
 ) -> JobCost:
     """A job's expected cost per work unit on ``offer`` (``cost_per_hour``: its share of the nodes holding
     it, ``procurement.hosting_cost_per_hour``): divided by the work rate, times ``1 + rework``. A FAST job
-    never pays rework (a service restarts elsewhere with nothing to redo)."""
+    never pays rework (a service restarts elsewhere with nothing to redo). ``hazard``: the interruptions
+    per hour to price with (the published one times ``interruption_calibration``); ``None``: the offer's
+    published one."""
     rate = work_rate(offer.gpu_model, tier)
     run_hours = max(0.0, expected_s) / 3600.0 / rate
-    hazard = hazard_per_hour(offer, period_hours=period_hours, unpublished_rate=unpublished_rate)
+    if hazard is None or not offer.spot:
+        hazard = hazard_per_hour(offer, period_hours=period_hours, unpublished_rate=unpublished_rate)
     rework = 0.0
     if tier is Tier.FLEX:
         rework = rework_fraction(hazard, run_hours, None if checkpoint_s is None else checkpoint_s / 3600.0)

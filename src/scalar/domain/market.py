@@ -88,6 +88,11 @@ class Order:
     reason: str | None = None
 
 
+# ``NodeEvent.details["cause"]`` of a node the seller took back (a spot preemption): what the engine counts
+# as an interruption of the node's shape.
+CAUSE_PREEMPTED = "preempted"
+
+
 @dataclass(frozen=True, slots=True)
 class NodeEvent:
     """Something a seller reports about a node: a lifecycle move, a preemption, a finished job."""

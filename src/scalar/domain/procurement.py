@@ -37,7 +37,12 @@ from scalar.domain.arbitrage import (
     combine_default_score,
     effective_interruption_rate,
 )
-from scalar.domain.contracts import DEFAULT_INTERRUPTION_RATE, HOURS_PER_MONTH, work_rate
+from scalar.domain.contracts import (
+    DEFAULT_INTERRUPTION_PRIOR,
+    DEFAULT_INTERRUPTION_RATE,
+    HOURS_PER_MONTH,
+    work_rate,
+)
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.money import usd_cents_plain
 from scalar.domain.offers import PRIME, SFCOMPUTE, Offer
@@ -49,6 +54,7 @@ DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
 DEFAULT_HOST_COST_TOLERANCE = Decimal("1.10")
 # A short service: expected to end before this many interruptions on the host (hazard x expected hours).
 DEFAULT_SHORT_SERVICE_INTERRUPTIONS = 0.5
+DEFAULT_FAST_MAX_WAIT_S = math.inf  # no limit; 600 holds the FAST tier's ten-minute target, restarts included
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,14 @@ class ProcurementPolicy:
     # Spot Advisor's bands are monthly); where none is published the seed's rate is assumed.
     interruption_period_hours: float = HOURS_PER_MONTH
     unpublished_interruption_rate: float = DEFAULT_INTERRUPTION_RATE
+    # The interruptions of evidence the published rates count as against the preemptions seen on the spot
+    # nodes held (``contracts.interruption_calibration``); ``inf``: price with the published rates only.
+    interruption_prior: float = DEFAULT_INTERRUPTION_PRIOR
+    # A FAST job goes where its expected downtime (first boot, a restart per expected interruption) stays
+    # within this many seconds, when any host can keep it there (``contracts.expected_downtime_s``); ``inf``,
+    # the default: no limit (measured on Protocol B at 600 s: FAST p99 over 10 minutes on 3 runs of 15
+    # instead of 6, at 17% more cost; docs/decisions/procurement.md). engine/cost_band.py.
+    fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour

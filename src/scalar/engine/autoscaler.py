@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from scalar.domain.contracts import known_work_s
 from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.packing_model import Job, order_pending
@@ -296,16 +297,18 @@ def cost_band_step(
         checkpoint = rec.spec.checkpoint_interval_s
         # A FAST service back from an interruption restarts where a node is READY soonest (cost_band.py).
         restarted = job.tier is Tier.FAST and rec.preemptions > 0
+        ran = rec.longest_run_s
         if rec.spec.command:
-            where = hosts.cheapest(job, where, alike[key], checkpoint, restarted)
+            where = hosts.cheapest(job, where, alike[key], checkpoint, restarted, ran)
         else:
             # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py); a
             # FAST job's band on its length and restarts only where short services may leave (cost_band.py).
             by_length = job.tier is Tier.FLEX or policy.fast_preference_limit is not None
-            cost_key = (key, job.expected_duration_sec, checkpoint, restarted) if by_length else key
+            length = known_work_s(job.expected_duration_sec, ran)
+            cost_key = (key, length, checkpoint, restarted) if by_length else key
             found = cache.get(cost_key)
             if found is None:
-                found = cache[cost_key] = hosts.cheapest(job, where, alike[key], checkpoint, restarted)
+                found = cache[cost_key] = hosts.cheapest(job, where, alike[key], checkpoint, restarted, ran)
             where = found
         if not where.views:
             why = where.summary() or "no scale group exists yet (no offers observed)"

@@ -180,10 +180,13 @@ def purchase_step(
 
 
 def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Reason], ...]]) -> str:
-    """``; it beat b at ..., c at ...``: the costlier hosts the first job's cost band passed over."""
+    """``; it beat b at ..., c at ...``: the hosts the first job's cost band passed over, costlier or (a
+    FAST job under ``fast_max_wait_s``) expected to keep it waiting too long."""
     for r in jobs[:1]:
         costlier = [
-            why.message for _, why in passed_over.get(r.spec.job_id, ()) if why.code == "costlier_host"
+            why.message
+            for _, why in passed_over.get(r.spec.job_id, ())
+            if why.code in ("costlier_host", "fast_wait")
         ]
         if costlier:
             more = f" (and {len(costlier) - 3} more)" if len(costlier) > 3 else ""

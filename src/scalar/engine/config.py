@@ -20,8 +20,9 @@ from decimal import Decimal
 from typing import Any
 
 from scalar.domain.consolidation import ConsolidationPolicy
+from scalar.domain.contracts import DEFAULT_INTERRUPTION_PRIOR
 from scalar.domain.errors import InvalidSpecError
-from scalar.domain.procurement import ProcurementPolicy
+from scalar.domain.procurement import DEFAULT_FAST_MAX_WAIT_S, ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit
 
@@ -157,6 +158,13 @@ class ControllerConfig:
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
     - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
       routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
+    - ``interruption_prior``: the interruptions of evidence the published spot interruption rates count as
+      against the preemptions seen on the spot nodes held (``domain.contracts.interruption_calibration``;
+      default 5; ``inf``: spot risk is priced with the published rates only).
+    - ``fast_max_wait_s``: a FAST job is placed where its expected downtime (the first boot when its host
+      must be bought, a restart after each interruption expected over its run, at the seller's observed
+      time to READY) stays within this, when any host can keep it there (default ``inf``: no limit; 600
+      holds the FAST tier's ten-minute target at a price, measured in docs/decisions/procurement.md).
     - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
       preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
       preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
@@ -187,6 +195,8 @@ class ControllerConfig:
     # The hours a published spot interruption rate is the probability of an interruption in (the Spot
     # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
     interruption_period_hours: float = 730.0
+    interruption_prior: float = DEFAULT_INTERRUPTION_PRIOR
+    fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
@@ -239,6 +249,20 @@ class ControllerConfig:
                 f"must be a number of hours > 0, got {period!r}",
                 "use 730 for monthly interruption rates (the Spot Advisor's), 1 for hourly ones",
             )
+        prior = self.interruption_prior
+        if isinstance(prior, bool) or not isinstance(prior, int | float) or not prior > 0:
+            raise ConfigError(
+                "interruption_prior",
+                f"must be a number of interruptions > 0, got {prior!r}",
+                "leave it out for 5; a larger number trusts the published rates longer, inf for them only",
+            )
+        wait = self.fast_max_wait_s
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0:
+            raise ConfigError(
+                "fast_max_wait_s",
+                f"must be a number of seconds > 0, got {wait!r}",
+                "use 600 for the FAST tier's ten minutes (restarts included); leave it out for no limit",
+            )
         limit = self.fast_preference_limit
         if limit is not None and (
             isinstance(limit, bool)
@@ -288,6 +312,8 @@ class ControllerConfig:
             flex_max_price_per_gpu_hour=self.cap_for(Tier.FLEX),
             fast_max_price_per_gpu_hour=self.cap_for(Tier.FAST),
             interruption_period_hours=self.interruption_period_hours,
+            interruption_prior=self.interruption_prior,
+            fast_max_wait_s=float(self.fast_max_wait_s),
             fast_preference_limit=(
                 None if self.fast_preference_limit is None else Decimal(str(self.fast_preference_limit))
             ),

@@ -28,7 +28,7 @@ from datetime import datetime
 from itertools import chain
 
 from scalar.domain.errors import DomainError
-from scalar.domain.market import NodeState
+from scalar.domain.market import CAUSE_PREEMPTED, NodeState
 from scalar.domain.offers import Offer
 from scalar.domain.packing_scalar import job_shape
 from scalar.domain.reasons import Reason
@@ -234,7 +234,7 @@ class Controller:
         why = report.reason or f"reported {target.value}"
         reason = Reason(f"node_{target.value}", f"node {node.id}: {why}")
         if target in (NodeState.FAILED, NodeState.TERMINATED):
-            lose_node(state, node, target, reason)
+            lose_node(state, node, target, reason, interrupted=report.details.get("cause") == CAUSE_PREEMPTED)
         elif target is NodeState.LOST:
             state.move_node(node, target, reason)
             requeue_lost(state, self.config, node, reason)

@@ -3,19 +3,31 @@
 ``HostCosts.cheapest`` prices hosting a job on each group that can take it now: its share of the nodes
 holding it (``hosting_cost_per_hour``) per unit of work, with the rework spot interruptions are expected to
 cost it (``domain.contracts.expected_job_cost``: a FLEX job's duration scales with the model's throughput,
-a long job that does not checkpoint loses its work at every interruption), and keeps those within
+a long job that does not checkpoint loses its work at every interruption; the published hazards are
+calibrated by the preemptions seen on the spot nodes held, ``interruption_calibration``, and the job's length is at least
+the work of its longest interrupted run, ``known_work_s``), and keeps those within
 ``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over with their reason.
 Node headroom and in-flight slices are looked up once per pass.
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from decimal import Decimal
 
-from scalar.domain.contracts import JobCost, expected_job_cost
+from scalar.domain.contracts import (
+    JobCost,
+    expected_boot_s,
+    expected_downtime_s,
+    expected_job_cost,
+    hazard_per_hour,
+    interruption_calibration,
+    known_work_s,
+)
 from scalar.domain.market import NodeState
-from scalar.domain.money import usd
+from scalar.domain.money import usd_fixed_plain
+from scalar.domain.offers import Offer
 from scalar.domain.packing_model import Job
 from scalar.domain.procurement import ProcurementPolicy, cost_band, hosting_cost_per_hour
 from scalar.domain.reasons import Reason
@@ -35,6 +47,8 @@ class HostCosts:
         self.now = now
         self._headrooms: dict[str, int] = {}
         self._flying: set[str] | None = None
+        self._calibration: float | None = None
+        self._boots: dict[str, float] = {}
 
     def cheapest(
         self,
@@ -43,6 +57,7 @@ class HostCosts:
         alike: int,
         checkpoint_s: float | None = None,
         restarted: bool = False,
+        longest_run_s: float = 0.0,
     ) -> Eligibility:
         """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
         that can take it now (available, with node headroom or capacity on its way): a job is not bought a
@@ -53,11 +68,14 @@ class HostCosts:
         false; fewer than ``short_service_interruptions`` expected on the host, so it waits for one boot
         only) that the preferred provider hosts at more than ``fast_preference_limit`` x the cheapest other
         host: such hosts join its band. The seed's ranking decides within the band.
-        ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework."""
+        ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework;
+        ``longest_run_s``: the most work one of its interrupted runs did, below which its duration is not
+        priced (``domain.contracts.known_work_s``)."""
         if len(where.views) < 2:
             return where
         priced: dict[str, Decimal] = {}
         detail: dict[str, JobCost] = {}
+        waits: dict[str, float] = {}
         for view in where.views:
             rec = self.state.groups[base_of(view)[0]]
             if rec.offer is None or availability_of(rec, self.now)[0] is not Availability.AVAILABLE:
@@ -78,10 +96,11 @@ class HostCosts:
                     cost,
                     rec.offer,
                     job.tier,
-                    expected_s=job.expected_duration_sec,
+                    expected_s=known_work_s(job.expected_duration_sec, longest_run_s),
                     checkpoint_s=checkpoint_s,
                     period_hours=self.policy.interruption_period_hours,
                     unpublished_rate=self.policy.unpublished_interruption_rate,
+                    hazard=self._hazard(rec),
                 )
                 detail[view] = expected
                 priced[view] = expected.per_work_hour
@@ -92,6 +111,9 @@ class HostCosts:
             costs = mine or priced
             if mine and not restarted:
                 costs = {**mine, **self._short_service_hosts(mine, priced, detail)}
+            if math.isfinite(self.policy.fast_max_wait_s):
+                waits = {v: self._downtime(v, detail[v]) for v in priced}
+                costs = self._within_wait(costs, priced, waits)
         band = set(cost_band(costs, self.policy.host_cost_tolerance))
         if not band or len(band) == len(where.views):
             return where
@@ -101,11 +123,22 @@ class HostCosts:
         for view in where.views:
             if view not in priced or view in band:
                 continue
-            if view in costs:
+            if view not in costs and waits.get(view, 0.0) > self.policy.fast_max_wait_s:
+                why = Reason(
+                    "fast_wait",
+                    f"{view} would keep a FAST job waiting {waits[view]:.0f} s over its run (a boot of "
+                    f"{self._boot_s(self.state.groups[base_of(view)[0]].provider):.0f} s first when bought, "
+                    f"then after each of {detail[view].hazard * detail[view].run_hours:.1f} expected "
+                    f"interruptions), over the {self.policy.fast_max_wait_s:g} s FAST wait target",
+                    "expected_wait_s",
+                    self.policy.fast_max_wait_s,
+                    round(waits[view], 1),
+                )
+            elif view in costs:
                 why = Reason(
                     "costlier_host",
                     f"{view} would host it at {detail[view].describe()}, over "
-                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {usd(cheapest)}/work-h",
+                    f"{self.policy.host_cost_tolerance:g} x the cheapest host's {usd_fixed_plain(cheapest, 4)}/work-h",
                     "cost_per_work_hour",
                     str(cheapest),
                     str(priced[view]),
@@ -126,6 +159,32 @@ class HostCosts:
         views = tuple(v for v in where.views if v in band or v not in priced)
         return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
 
+    def _within_wait(
+        self, costs: dict[str, Decimal], priced: dict[str, Decimal], waits: dict[str, float]
+    ) -> dict[str, Decimal]:
+        """A FAST job's hosts narrowed to those whose expected downtime is within ``fast_max_wait_s``: among
+        ``costs`` (the preferred provider's) if any is, else among every priced host; unchanged if none is
+        (the job still runs, as soon as it can)."""
+        budget = self.policy.fast_max_wait_s
+        within = {v: c for v, c in costs.items() if waits[v] <= budget}
+        if within:
+            return within
+        return {v: c for v, c in priced.items() if waits[v] <= budget} or costs
+
+    def _downtime(self, view: str, cost: JobCost) -> float:
+        """A FAST job's expected time without a node on ``view``'s group: a boot first when the group has no
+        room now, then one per interruption expected over its run (``contracts.expected_downtime_s``)."""
+        rec = self.state.groups[base_of(view)[0]]
+        boot = self._boot_s(rec.provider)
+        return expected_downtime_s(cost.hazard, cost.run_hours, boot, first_boot=self._headroom(rec) <= 0)
+
+    def _boot_s(self, provider: str) -> float:
+        found = self._boots.get(provider)
+        if found is None:
+            n, total_s = self.state.boot_seen.get(provider, (0, 0.0))
+            found = self._boots[provider] = expected_boot_s(provider, n, total_s)
+        return found
+
     def _short_service_hosts(
         self, mine: dict[str, Decimal], priced: dict[str, Decimal], detail: dict[str, JobCost]
     ) -> dict[str, Decimal]:
@@ -145,6 +204,37 @@ class HostCosts:
         if not short or min(mine.values()) <= factor * min(short.values()):
             return {}
         return short
+
+    def _hazard(self, rec: GroupRecord) -> float | None:
+        """The group's interruptions per hour: its offer's published hazard times the calibration the
+        preemptions seen on the spot nodes held give (``contracts.interruption_calibration``); ``None`` for
+        on-demand capacity."""
+        offer = rec.offer
+        if offer is None or not offer.spot:
+            return None
+        if self._calibration is None:
+            self._calibration = self._calibrate()
+        return self._published(offer) * self._calibration
+
+    def _published(self, offer: Offer) -> float:
+        return hazard_per_hour(
+            offer,
+            period_hours=self.policy.interruption_period_hours,
+            unpublished_rate=self.policy.unpublished_interruption_rate,
+        )
+
+    def _calibrate(self) -> float:
+        """Preemptions seen on every spot group's nodes against those their published hazards predicted over
+        the node-hours held."""
+        seen = 0
+        expected = 0.0
+        for name, (n, hours) in self.state.spot_exposure().items():
+            group = self.state.groups.get(name)
+            if group is None or group.offer is None:
+                continue
+            seen += n
+            expected += self._published(group.offer) * hours
+        return interruption_calibration(seen, expected, self.policy.interruption_prior)
 
     def _headroom(self, rec: GroupRecord) -> int:
         found = self._headrooms.get(rec.name)

@@ -149,6 +149,9 @@ def header(
         "orders": _pairs(orders),
         "next_schedule_at": encode(state.next_schedule_at),
         "budgets": encode(budgets),
+        # the preemptions seen per spot group (the cost band's learned hazards)
+        "spot_seen": {g: [n, held_s] for g, (n, held_s) in state.spot_seen.items()},
+        "boot_seen": {p: [n, total_s] for p, (n, total_s) in state.boot_seen.items()},
         # the packer's online prior and the contract sizing's arrival forecast: both decide
         "shapes": _window(state.shapes),
     }
@@ -285,6 +288,8 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
     s.now = decode(datetime | None, data.get("now"), "now")
     s.steps = decode(int, data.get("steps", 0), "steps")
     s.counters = decode(dict[str, int], data.get("counters", {}), "counters")
+    s.spot_seen = decode(dict[str, tuple[int, float]], data.get("spot_seen", {}), "spot_seen")
+    s.boot_seen = decode(dict[str, tuple[int, float]], data.get("boot_seen", {}), "boot_seen")
     s.offers_version = decode(int, data.get("offers_version", 0), "offers_version")
     arrivals = data.get("arrivals", {})
     if not isinstance(arrivals, dict):

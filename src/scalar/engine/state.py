@@ -29,6 +29,7 @@ from scalar.engine.actions import Action, SellCapacity
 from scalar.engine.config import ScaleGroupConfig
 from scalar.engine.events import JobSpec, MarketBook
 from scalar.engine.lifecycle import (
+    IN_FLIGHT_STATES,
     LIVE_NODE_STATES,
     JobState,
     OrderStatus,
@@ -99,6 +100,7 @@ class JobFields:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     preemptions: int = 0
+    longest_run_s: float = 0.0  # the most work (reference s) one interrupted run did (contracts.known_work_s)
     placement: PlacementSummary | None = None
     routing: Reason | None = None
     routing_group: str | None = None
@@ -349,6 +351,11 @@ class ClusterState:
         self.arrived_jobs: deque[tuple[datetime, Job]] = deque()
         # Sell orders on blocks' remaining time (engine/resale.py): each offer by action id, and when each
         # block was last offered (one offer an hour at most).
+        # Per spot group: the preemptions seen and the node-seconds its stopped nodes were held, against which
+        # the published interruption rates are calibrated (``spot_exposure``, engine/cost_band.py).
+        self.spot_seen: dict[str, tuple[int, float]] = {}
+        # Per seller: the boots seen (purchase to READY) and their seconds in all (``contracts.expected_boot_s``).
+        self.boot_seen: dict[str, tuple[int, float]] = {}
         self.sales: dict[str, SellCapacity] = {}
         self.resale_offered_at: dict[str, datetime] = {}
         self.cause = "init"
@@ -490,6 +497,8 @@ class ClusterState:
         rec.state = target
         rec.state_at = self.at
         if target is NodeState.READY:
+            if before in IN_FLIGHT_STATES:
+                self._booted(rec)
             rec.ready_at = self.at
             self.schedule_dirty = True
             if not rec.jobs:
@@ -521,6 +530,41 @@ class ClusterState:
         check_move("order", rec.key, before, target)
         rec.status = target
         self.record("order", rec.key, None if before is None else before.value, target.value, reason)
+
+    # ---- spot history --------------------------------------------------------------------------------
+
+    def node_stopped(self, node: NodeRecord, interrupted: bool) -> None:
+        """A spot group's node stopped: its time held joins the group's exposure, and an interruption
+        (the seller preempted it) its count."""
+        group = self.groups.get(node.group)
+        if group is None or group.offer is None or not group.offer.spot:
+            return
+        n, held_s = self.spot_seen.get(node.group, (0, 0.0))
+        held_s += max(0.0, (self.at - node.created_at).total_seconds())
+        self.spot_seen[node.group] = (n + (1 if interrupted else 0), held_s)
+
+    def _booted(self, node: NodeRecord) -> None:
+        group = self.groups.get(node.group)
+        if group is None or node.agent:
+            return
+        n, total_s = self.boot_seen.get(group.provider, (0, 0.0))
+        self.boot_seen[group.provider] = (
+            n + 1,
+            total_s + max(0.0, (self.at - node.created_at).total_seconds()),
+        )
+
+    def spot_exposure(self) -> dict[str, tuple[int, float]]:
+        """Per spot group: (interruptions seen, node-hours held), the live nodes counted up to now."""
+        out = {g: (n, s / 3600.0) for g, (n, s) in self.spot_seen.items()}
+        for node in self.nodes.values():
+            if not node.live or node.group not in self.groups:
+                continue
+            group = self.groups[node.group]
+            if group.offer is None or not group.offer.spot:
+                continue
+            n, hours = out.get(node.group, (0, 0.0))
+            out[node.group] = (n, hours + max(0.0, (self.at - node.created_at).total_seconds()) / 3600.0)
+        return out
 
     # ---- bookings ------------------------------------------------------------------------------------
 

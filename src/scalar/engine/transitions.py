@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from scalar.domain.contracts import run_work_s
 from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
 from scalar.engine.actions import ReleaseBlock, StopWork
@@ -41,7 +42,11 @@ def finish(
 
 
 def preempt(state: ClusterState, rec: JobRecord, reason: Reason, lost_node: str | None) -> None:
-    """Take the job off its nodes and queue it again (PREEMPTED -> PENDING)."""
+    """Take the job off its nodes and queue it again (PREEMPTED -> PENDING). A run that had started is
+    remembered by the work it did (``JobRecord.longest_run_s``): the job needs more than that."""
+    ran = interrupted_run_work_s(state, rec)
+    if ran > rec.longest_run_s:
+        rec.longest_run_s = ran
     nodes = state.release(rec)
     state.move_job(rec, JobState.PREEMPTED, reason)
     rec.preemptions += 1
@@ -61,10 +66,28 @@ def preempt(state: ClusterState, rec: JobRecord, reason: Reason, lost_node: str 
     stop_on(state, rec, others, "gang_broken", reason)
 
 
-def lose_node(state: ClusterState, node: NodeRecord, target: NodeState, reason: Reason) -> None:
-    """Move a node to FAILED or TERMINATED and preempt every job on it."""
+def interrupted_run_work_s(state: ClusterState, rec: JobRecord) -> float:
+    """Work units (reference seconds) the job's current run has done: its time since it started at the
+    work rate of the slowest of its nodes' GPUs (a gang moves at its slowest member); 0 before it started."""
+    job = rec.job
+    if rec.started_at is None or job is None:
+        return 0.0
+    ran = (state.at - rec.started_at).total_seconds()
+    models = [state.nodes[n].node.block.gpu_model for n in rec.parts if n in state.nodes]
+    if not models:
+        return 0.0
+    return min(run_work_s(ran, m, job.tier) for m in models)
+
+
+def lose_node(
+    state: ClusterState, node: NodeRecord, target: NodeState, reason: Reason, interrupted: bool = False
+) -> None:
+    """Move a node to FAILED or TERMINATED and preempt every job on it. ``interrupted``: the seller
+    preempted it (counted in its spot group's history, ``ClusterState.node_stopped``)."""
     if not is_legal("node", node.state, target):
         return
+    if node.live:
+        state.node_stopped(node, interrupted)
     state.move_node(node, target, reason)
     for job_id in list(node.jobs):
         job = state.jobs[job_id]

@@ -14,14 +14,13 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from scalar.domain.market import NodeEvent, NodeState
+from scalar.domain.market import CAUSE_PREEMPTED, NodeEvent, NodeState
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import describe_duration, from_us
 from scalar.providers.builtin.config import HOURS_PER_MONTH
 from scalar.providers.builtin.timeline import (
     CAUSE_BOOT_FAILED,
     CAUSE_CONTRACT_ENDED,
-    CAUSE_PREEMPTED,
     CAUSE_RELEASED,
     Move,
     NodePlan,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scalar.domain.market import NodeState
+from scalar.domain.market import CAUSE_PREEMPTED, NodeState
 from scalar.providers.builtin.clock import US_PER_HOUR, scaled_us
 from scalar.providers.builtin.config import HOURS_PER_MONTH, BootProfile, hazard_per_hour
 from scalar.providers.builtin.draws import rng_for
@@ -20,7 +20,6 @@ FINAL_STATES = frozenset({NodeState.FAILED, NodeState.TERMINATED})
 
 # Why a node stopped (``NodeEvent.details["cause"]``).
 CAUSE_BOOT_FAILED = "boot_failed"
-CAUSE_PREEMPTED = "preempted"
 CAUSE_CONTRACT_ENDED = "contract_ended"
 CAUSE_RELEASED = "released"
 

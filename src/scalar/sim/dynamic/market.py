@@ -17,12 +17,11 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, OrderState
+from scalar.domain.market import CAUSE_PREEMPTED, CapacityRequest, NodeEvent, NodeState, Order, OrderState
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import US_PER_HOUR, from_us, to_us
 from scalar.providers.builtin.lifecycle import JOB_KILLED
-from scalar.providers.builtin.timeline import CAUSE_PREEMPTED
 from scalar.providers.sim import BOOK_SHAPES, BuiltinMarket, MarketConfig
 from scalar.sim.dynamic.ledger import Ledger, Occupancy
 from scalar.sim.dynamic.progress import MOVED, PREEMPTED, WorkTracker
