@@ -42,6 +42,12 @@ def _positive(key: str, value: float, *, allow_zero: bool = False) -> None:
         raise ConfigError(key, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+def _above_zero(key: str, value: float, unit: str, hint: str) -> None:
+    """A number > 0, ``inf`` allowed (a limit or a prior that is off)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(key, f"must be a number of {unit} > 0, got {value!r}", hint)
+
+
 def _count(key: str, value: int, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, f"must be a whole number >= {minimum}, got {value!r}")
@@ -249,20 +255,18 @@ class ControllerConfig:
                 f"must be a number of hours > 0, got {period!r}",
                 "use 730 for monthly interruption rates (the Spot Advisor's), 1 for hourly ones",
             )
-        prior = self.interruption_prior
-        if isinstance(prior, bool) or not isinstance(prior, int | float) or not prior > 0:
-            raise ConfigError(
-                "interruption_prior",
-                f"must be a number of interruptions > 0, got {prior!r}",
-                "leave it out for 5; a larger number trusts the published rates longer, inf for them only",
-            )
-        wait = self.fast_max_wait_s
-        if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0:
-            raise ConfigError(
-                "fast_max_wait_s",
-                f"must be a number of seconds > 0, got {wait!r}",
-                "use 600 for the FAST tier's ten minutes (restarts included); leave it out for no limit",
-            )
+        _above_zero(
+            "interruption_prior",
+            self.interruption_prior,
+            "interruptions",
+            "leave it out for 5; a larger number trusts the published rates longer, inf for them only",
+        )
+        _above_zero(
+            "fast_max_wait_s",
+            self.fast_max_wait_s,
+            "seconds",
+            "use 600 for the FAST tier's ten minutes (restarts included); leave it out for no limit",
+        )
         limit = self.fast_preference_limit
         if limit is not None and (
             isinstance(limit, bool)
