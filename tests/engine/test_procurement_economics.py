@@ -309,6 +309,12 @@ def test_a_preemption_counts_against_its_shape_and_a_release_does_not() -> None:
     [(group, (n, held_s))] = c.state.spot_seen.items()
     assert n == 1 and held_s == pytest.approx(3600, abs=1)
     assert c.state.groups[group].offer is not None and c.state.groups[group].offer.spot
+    # /autoscaler/status says how spot is priced now: one seen where 0.105 were due, (5 + 1) / (5 + 0.105)
+    risk = c.autoscaler_status().spot_risk
+    assert risk is not None and risk.seen == 1
+    assert risk.expected == pytest.approx(0.105, abs=0.001)
+    assert risk.factor == pytest.approx(6 / 5.105, rel=1e-3)
+    assert [p for p, _, _ in risk.boots] == [AWS]
 
 
 @given(seen=st.integers(0, 1000), expected=st.floats(0.0, 1e5), prior=st.floats(0.01, 1e4))

@@ -327,7 +327,7 @@ class Controller:
         return queries.explain(self.state, job_id)
 
     def autoscaler_status(self) -> queries.AutoscalerStatus:
-        return queries.autoscaler_status(self.state)
+        return queries.autoscaler_status(self.state, self.config.procurement)
 
     def story(self, key: str) -> tuple[StoryEntry, ...]:
         return queries.story(self.state, key)

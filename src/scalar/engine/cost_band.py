@@ -13,6 +13,7 @@ Node headroom and in-flight slices are looked up once per pass.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -35,6 +36,50 @@ from scalar.domain.routing_model import Availability
 from scalar.domain.tier import Tier
 from scalar.engine.groups import Eligibility, availability_of, base_of, node_headroom
 from scalar.engine.state import ClusterState, GroupRecord
+
+
+def published_hazard(offer: Offer, policy: ProcurementPolicy) -> float:
+    """Interruptions per hour ``offer``'s published rate stands for (``contracts.hazard_per_hour``)."""
+    return hazard_per_hour(
+        offer,
+        period_hours=policy.interruption_period_hours,
+        unpublished_rate=policy.unpublished_interruption_rate,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SpotRisk:
+    """What the spot capacity held so far says of the published interruption rates: ``seen`` preemptions
+    over ``node_hours`` where the published hazards predicted ``expected``; the cost band prices every spot
+    hazard at ``factor`` x the published one. ``boots``: per seller, the boots seen and the mean time to
+    READY the cost band expects (``contracts.expected_boot_s``)."""
+
+    seen: int
+    expected: float
+    node_hours: float
+    factor: float
+    boots: tuple[tuple[str, int, float], ...]
+
+
+def spot_risk(state: ClusterState, policy: ProcurementPolicy) -> SpotRisk:
+    """The calibration of the published interruption rates by the preemptions seen on every spot group's
+    nodes (``contracts.interruption_calibration``), and the boot times learnt per seller."""
+    seen = 0
+    expected = 0.0
+    node_hours = 0.0
+    for name, (n, hours) in state.spot_exposure().items():
+        group = state.groups.get(name)
+        if group is None or group.offer is None:
+            continue
+        seen += n
+        node_hours += hours
+        expected += published_hazard(group.offer, policy) * hours
+    boots = tuple(
+        (provider, n, expected_boot_s(provider, n, total_s))
+        for provider, (n, total_s) in sorted(state.boot_seen.items())
+    )
+    factor = interruption_calibration(seen, expected, policy.interruption_prior)
+    return SpotRisk(seen, expected, node_hours, factor, boots)
 
 
 class HostCosts:
@@ -213,28 +258,8 @@ class HostCosts:
         if offer is None or not offer.spot:
             return None
         if self._calibration is None:
-            self._calibration = self._calibrate()
-        return self._published(offer) * self._calibration
-
-    def _published(self, offer: Offer) -> float:
-        return hazard_per_hour(
-            offer,
-            period_hours=self.policy.interruption_period_hours,
-            unpublished_rate=self.policy.unpublished_interruption_rate,
-        )
-
-    def _calibrate(self) -> float:
-        """Preemptions seen on every spot group's nodes against those their published hazards predicted over
-        the node-hours held."""
-        seen = 0
-        expected = 0.0
-        for name, (n, hours) in self.state.spot_exposure().items():
-            group = self.state.groups.get(name)
-            if group is None or group.offer is None:
-                continue
-            seen += n
-            expected += self._published(group.offer) * hours
-        return interruption_calibration(seen, expected, self.policy.interruption_prior)
+            self._calibration = spot_risk(self.state, self.policy).factor
+        return published_hazard(offer, self.policy) * self._calibration
 
     def _headroom(self, rec: GroupRecord) -> int:
         found = self._headrooms.get(rec.name)

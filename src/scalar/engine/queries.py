@@ -13,11 +13,13 @@ from decimal import Decimal
 from scalar.domain.market import NodeState
 from scalar.domain.money import round_micros
 from scalar.domain.packing_model import order_pending
+from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
 from scalar.engine import pending_index
 from scalar.engine.actions import Action, WorkPlacement
+from scalar.engine.cost_band import SpotRisk, spot_risk
 from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of
 from scalar.engine.groups import availability_of
 from scalar.engine.lifecycle import JobState, OrderStatus
@@ -190,6 +192,7 @@ class AutoscalerStatus:
     groups: tuple[GroupView, ...]
     open_orders: tuple[OrderView, ...]
     recent_actions: tuple[Action, ...]
+    spot_risk: SpotRisk | None = None  # how the published interruption rates are priced, and why
 
 
 def job_view(rec: JobRecord) -> JobView:
@@ -376,7 +379,8 @@ def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
     )
 
 
-def autoscaler_status(state: ClusterState) -> AutoscalerStatus:
+def autoscaler_status(state: ClusterState, policy: ProcurementPolicy | None = None) -> AutoscalerStatus:
+    """``policy``: the controller's procurement policy, for the spot risk it prices with (left out: none)."""
     decision = state.last_routing
     return AutoscalerStatus(
         at=state.last_routing_at,
@@ -391,6 +395,7 @@ def autoscaler_status(state: ClusterState) -> AutoscalerStatus:
             if o.status in (OrderStatus.PLACED, OrderStatus.ACKNOWLEDGED, OrderStatus.EXPIRED)
         ),
         recent_actions=tuple(state.recent_actions),
+        spot_risk=None if policy is None else spot_risk(state, policy),
     )
 
 

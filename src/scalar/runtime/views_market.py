@@ -16,6 +16,7 @@ from scalar.domain.market import NodeState
 from scalar.domain.money import micros_text
 from scalar.domain.timefmt import exact_seconds, parse_iso
 from scalar.engine import Controller
+from scalar.engine.cost_band import SpotRisk
 from scalar.engine.costs import (
     BlockAccount,
     CostLine,
@@ -68,6 +69,22 @@ def _leader_autoscaler(c: Controller) -> dict[str, Any]:
         ],
         "unmet": unmet,
         "consolidation": _consolidation(c),
+        "spot_risk": None if status.spot_risk is None else _spot_risk(status.spot_risk),
+    }
+
+
+def _spot_risk(risk: SpotRisk) -> dict[str, Any]:
+    """How the leader prices spot: the published interruption rates times what it has seen of them, and the
+    boot times it expects per seller (engine/cost_band.py)."""
+    return {
+        "preemptions_seen": risk.seen,
+        "preemptions_expected": round(risk.expected, 3),
+        "spot_node_hours": round(risk.node_hours, 3),
+        "calibration": round(risk.factor, 4),
+        "boots": [
+            {"provider": provider, "seen": n, "expected_s": round(mean_s, 1)}
+            for provider, n, mean_s in risk.boots
+        ],
     }
 
 
@@ -176,6 +193,7 @@ def autoscaler_status(views: ClusterViews, all_groups: bool = False) -> dict[str
         "pending_groups": [] if known is None else known["pending_groups"],
         "unmet": unmet,
         "consolidation": None if known is None else known["consolidation"],
+        "spot_risk": None if known is None else known["spot_risk"],
         "unmet_by_reason": sorted(by_reason.values(), key=lambda e: (-e["jobs"], e["code"])),
         "groups": group_out,
         "groups_total": len(groups),

@@ -261,6 +261,8 @@ def autoscaler_view(body: dict[str, Any]) -> dict[str, Any] | None:
         "notes": list(status.notes),
         # consolidation's moves and kept contracts (None: a follower answered, it does not know them)
         "consolidation": None if consolidation is None else consolidation.model_dump(mode="json"),
+        # how spot risk and boots are priced from what was observed (None: a follower answered)
+        "spot_risk": None if status.spot_risk is None else status.spot_risk.model_dump(mode="json"),
     }
 
 

@@ -300,6 +300,29 @@ class ConsolidationOut(BaseModel):
     )
 
 
+class BootOut(BaseModel):
+    provider: str
+    seen: int = Field(description="nodes of this seller seen from purchase to READY")
+    expected_s: float = Field(
+        description="the mean time to READY expected (the boots seen and a prior for the kind)"
+    )
+
+
+class SpotRiskOut(BaseModel):
+    """How spot interruptions are priced: every published hazard times ``calibration``, the preemptions
+    seen on the spot nodes held against those the published rates predicted (docs/decisions/procurement.md)."""
+
+    preemptions_seen: int
+    preemptions_expected: float = Field(
+        description="what the published rates predicted over the node-hours held"
+    )
+    spot_node_hours: float
+    calibration: float = Field(
+        description="the factor every published spot hazard is priced at (1: none seen yet)"
+    )
+    boots: list[BootOut]
+
+
 class AutoscalerOut(BaseModel):
     source: Source
     at: str | None
@@ -312,6 +335,10 @@ class AutoscalerOut(BaseModel):
     consolidation: ConsolidationOut | None = Field(
         default=None,
         description="restartable jobs moved off underused contracts (the leader's; null on a follower)",
+    )
+    spot_risk: SpotRiskOut | None = Field(
+        default=None,
+        description="how spot interruptions and boots are priced, from what was observed (the leader's; null on a follower)",
     )
     groups: list[GroupStatusOut] = Field(
         description="groups with slices or something in flight (all_groups: all)"
