@@ -355,3 +355,16 @@ def test_scalar_agent_refuses_a_bad_isolation_flag_naming_it() -> None:
         timeout=60,
     )
     assert bad.returncode == 2 and "--uid-range" in bad.stderr
+
+
+def test_the_local_agent_offers_the_gpus_this_machine_can_feed() -> None:
+    from scalar.agent.facts import FactsError
+    from scalar.cli.agent import local_fake_gpus
+
+    assert local_fake_gpus(2, 25.0) == "1xH100-80GB"  # a small machine: one, so a command still runs
+    assert local_fake_gpus(16, 64.0) == "2xH100-80GB"  # memory-bound: 64 GB feeds two at 32 GB each
+    assert local_fake_gpus(16, 256.0) == "4xH100-80GB"  # CPU-bound: 4 vCPUs each
+    assert local_fake_gpus(256, 4096.0) == "8xH100-80GB"  # at most a server's eight
+    assert local_fake_gpus(2, 25.0, "8xA100-40GB") == "8xA100-40GB"  # $SCALAR_FAKE_GPUS wins
+    with pytest.raises(FactsError, match="8xH100"):
+        local_fake_gpus(2, 25.0, "lots")

@@ -339,3 +339,11 @@ def test_scalar_api_refuses_bad_flags_naming_them(run_cli: Any, tmp_path: Path) 
     assert result.returncode == 2
     assert "--workers: must be from 1 to 64" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_bad_fake_gpus_variable_is_refused_before_the_demo_starts(run_cli: Any, tmp_path: Path) -> None:
+    result = run_cli("up", "--demo", "--data-dir", tmp_path, env={"SCALAR_FAKE_GPUS": "lots"})
+
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "$SCALAR_FAKE_GPUS: fake GPUs 'lots': expected COUNTxMODEL-MEMORYGB" in result.stderr
+    assert "Traceback" not in result.stderr

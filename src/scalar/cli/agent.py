@@ -21,6 +21,7 @@ from typing import Any
 
 import typer
 
+from scalar.agent.facts import FAKE_GPUS_ENV, FactsError, parse_fake_gpus, ram_gb
 from scalar.agent.shim import private_dir
 from scalar.cli.errors import fail, user_errors
 from scalar.cli.jobs import call_server, server_option
@@ -193,7 +194,32 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(f"{JoinTokenOut.model_validate(created).token}\n")
 
 
-LOCAL_FAKE_GPUS = "8xH100-80GB"
+LOCAL_GPU_MODEL = "H100-80GB"
+LOCAL_MAX_GPUS = 8
+# What a fake GPU of the local agent needs of the machine: a GPU server's usual share (and what the demo's
+# jobs ask per GPU), so the node never offers GPUs its CPUs and memory could not feed.
+LOCAL_CPU_PER_GPU = 4
+LOCAL_RAM_GB_PER_GPU = 32.0
+
+
+def local_fake_gpus(cpus: int, ram_gb: float, wanted: str | None = None) -> str:
+    """The fake GPUs of `scalar up --demo`'s local agent: ``wanted`` ($SCALAR_FAKE_GPUS, ``8xH100-80GB``)
+    when set, else as many H100s as this machine's ``cpus`` and ``ram_gb`` feed at ``LOCAL_CPU_PER_GPU``
+    and ``LOCAL_RAM_GB_PER_GPU`` each, at least one (so a command can run) and at most eight. A 2-vCPU
+    machine gets one: eight would be capacity that no job asking a server's share of CPU could use."""
+    if wanted:
+        parse_fake_gpus(wanted)  # a bad value is refused here, with the expected shape
+        return wanted
+    fed = min(cpus // LOCAL_CPU_PER_GPU, int(ram_gb // LOCAL_RAM_GB_PER_GPU))
+    return f"{max(1, min(LOCAL_MAX_GPUS, fed))}x{LOCAL_GPU_MODEL}"
+
+
+def local_agent_gpus(environ: Mapping[str, str]) -> str:
+    """``local_fake_gpus`` for this machine and environment (a bad $SCALAR_FAKE_GPUS: a clear error)."""
+    try:
+        return local_fake_gpus(os.cpu_count() or 1, ram_gb(), environ.get(FAKE_GPUS_ENV) or None)
+    except FactsError as err:
+        fail(f"${FAKE_GPUS_ENV}: {err}")
 
 
 # What the demo's local agent inherits of `scalar up`'s environment: nothing that holds a credential
@@ -248,7 +274,7 @@ def start_local_agent(
     data_dir = Path(data_dir)
     private_dir(data_dir)
     state_dir = private_dir(data_dir / "agent")
-    args = ["--controller", url, "--state-dir", str(state_dir), "--fake-gpus", LOCAL_FAKE_GPUS]
+    args = ["--controller", url, "--state-dir", str(state_dir), "--fake-gpus", local_agent_gpus(os.environ)]
     isolation, warning = local_isolation_args(settings, os.geteuid())
     if warning is not None:
         sys.stderr.write(warning + "\n")

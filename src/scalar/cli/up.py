@@ -25,7 +25,7 @@ from typing import Any
 
 import typer
 
-from scalar.cli.agent import LOCAL_FAKE_GPUS, start_local_agent, stop_local_agent
+from scalar.cli.agent import local_agent_gpus, start_local_agent, stop_local_agent
 from scalar.cli.demo_workload import DemoWorkload
 from scalar.cli.errors import fail, user_errors
 from scalar.wire.jobs import JobOut
@@ -323,7 +323,7 @@ def run_up(settings: Any, api_workers: int = 0, worker_args: list[str] | None = 
 
 def local_agent_lines(url: str, data_dir: Path) -> list[str]:
     return [
-        f"Local agent {LOCAL_FAKE_GPUS} (fake GPUs), output in {data_dir / 'agent.log'}; run a command:",
+        f"Local agent {local_agent_gpus(os.environ)} (fake GPUs; SCALAR_FAKE_GPUS=8xH100-80GB for others), output in {data_dir / 'agent.log'}; run a command:",
         f"  scalar submit --server {url} -- python -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"",
         f"  scalar logs --server {url} JOB",
     ]
@@ -409,6 +409,8 @@ def register(app: typer.Typer) -> None:
         from scalar.cli.api import default_api_workers, server_settings
 
         settings = server_settings(config, overrides)
+        if settings.demo:
+            local_agent_gpus(os.environ)  # a bad $SCALAR_FAKE_GPUS is refused before anything starts
         from scalar.cli.api import worker_args as api_worker_args
 
         workers = default_api_workers() if api_workers is None else api_workers
