@@ -15,7 +15,9 @@ from scalar.domain.contracts import (
     expected_downtime_s,
     interruption_calibration,
     known_work_s,
+    restart_downtime_s,
     run_work_s,
+    time_held_s,
 )
 from scalar.domain.gpus import relative_throughput
 from scalar.domain.market import CAUSE_PREEMPTED, NodeState
@@ -374,7 +376,7 @@ def test_a_service_waits_a_boot_first_and_one_per_expected_interruption() -> Non
     assert expected_boot_s(PRIME, 3, 90.0) == pytest.approx((120 + 90) / 4)
 
 
-@pytest.mark.parametrize("key", ["interruption_prior", "fast_max_wait_s"])
+@pytest.mark.parametrize("key", ["interruption_prior", "fast_max_wait_s", "fast_restart_wait_s"])
 @pytest.mark.parametrize("bad", [0, -1.0, math.nan, True, "10"])
 def test_bad_spot_learning_and_fast_wait_settings_are_refused_with_the_field(key: str, bad: object) -> None:
     with pytest.raises(ConfigError) as err:
@@ -383,3 +385,77 @@ def test_bad_spot_learning_and_fast_wait_settings_are_refused_with_the_field(key
     assert ControllerConfig.from_dict({key: 7.5}).procurement == replace(
         ControllerConfig().procurement, **{key: 7.5}
     )
+
+
+# An 8-GPU pod of a seller whose nodes boot in about two minutes, on demand, dearer than AWS's spot VMs.
+POD_8 = Offer(
+    provider=PRIME,
+    instance_type="8xA100-pod",
+    region="fi",
+    price_per_hour=Decimal("1.00") * 8,
+    gpu_model="A100",
+    gpu_count=8,
+    gpu_memory_gb=80,
+    vcpu=96,
+    memory_gb=1024,
+)
+RESTARTS = ControllerConfig(
+    scale_groups=(
+        ScaleGroupConfig(name="spot", providers=(AWS,), spot=True, max_slices=8),
+        ScaleGroupConfig(name="pods", providers=(PRIME,), spot=False, max_slices=8),
+    ),
+    interruption_period_hours=1.0,
+)
+
+
+def _restart_of_a_service(config: ControllerConfig, hours: float = 2.0) -> BuyCapacity:
+    """An 8-GPU FAST service of ``hours`` starts on an AWS spot VM that took 320 s to boot; an hour later
+    the VM is preempted: the purchase that brings the service back."""
+    c = Controller(config)
+    job = spec("svc", 8, vram=40, duration=hours * 3600)
+    [first] = buys(c.step(at(0), [market(SPOT, POD_8, book=None), *submit(job)]))
+    assert (first.request.provider, first.request.spot) == (AWS, True)  # the cheapest host for a first run
+    c.step(at(10), [filled(first, at(10))])
+    assert [s.job_id for s in starts(c.step(at(330), ready("blk-1-n0", when=at(330))))] == ["svc"]
+    c.step(at(331), [started("svc", "blk-1-n0")])
+    gone = node_state("blk-1-n0", NodeState.TERMINATED, at(3600), why="preempted", cause=CAUSE_PREEMPTED)
+    [again] = buys(c.step(at(3600), [gone]))
+    return again
+
+
+def test_a_service_back_from_an_interruption_restarts_where_it_is_back_within_its_wait_target() -> None:
+    # It waited 330 s for its first node: 270 s are left of the 600. Another VM takes ~310 s (the 300 s
+    # prior and the 320 s seen) plus the interruptions expected over the hour left; a pod about 120 s.
+    again = _restart_of_a_service(RESTARTS)
+    assert again.request.provider == PRIME
+    assert "waiting 352 s (a boot of 310 s first" in again.reason.message
+    assert "over the 270 s left of the 600 s a restarted FAST service may wait" in again.reason.message
+    # Off (inf), a restart is priced like a first run: the spot VM again.
+    off = _restart_of_a_service(replace(RESTARTS, fast_restart_wait_s=math.inf))
+    assert (off.request.provider, off.request.spot) == (AWS, True)
+    # A longer target leaves room for another VM boot.
+    roomy = _restart_of_a_service(replace(RESTARTS, fast_restart_wait_s=1200.0))
+    assert (roomy.request.provider, roomy.request.spot) == (AWS, True)
+    # No host can bring it back in time (a 100 s target): the one back soonest.
+    tight = _restart_of_a_service(replace(RESTARTS, fast_restart_wait_s=100.0))
+    assert tight.request.provider == PRIME
+
+
+def test_a_job_s_time_held_is_the_union_of_its_placements() -> None:
+    assert time_held_s([]) == 0.0
+    assert time_held_s([(0.0, 10.0), (5.0, 20.0), (30.0, 40.0)]) == 30.0  # a gang's parts overlap
+    assert time_held_s([(30.0, 40.0), (0.0, 10.0), (2.0, 3.0)]) == 20.0
+    assert restart_downtime_s(0.0, 5.0, 120.0) == 120.0  # on demand: the next boot only
+    assert restart_downtime_s(0.1, 5.0, 120.0) == pytest.approx(180.0)
+
+
+@given(spans=st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e4)), max_size=12))
+def test_time_held_never_exceeds_the_span_it_covers_nor_the_sum_of_its_parts(
+    spans: list[tuple[float, float]],
+) -> None:
+    intervals = [(a, a + d) for a, d in spans]
+    held = time_held_s(intervals)
+    assert held <= sum(d for _, d in spans) + 1e-6
+    if intervals:
+        assert held <= max(b for _, b in intervals) - min(a for a, _ in intervals) + 1e-6
+        assert held >= max(d for _, d in spans) - 1e-6

@@ -135,6 +135,25 @@ def expected_downtime_s(hazard: float, run_hours: float, boot_s: float, *, first
     return max(0.0, boot_s) * ((1.0 if first_boot else 0.0) + restarts)
 
 
+def time_held_s(spans: Sequence[tuple[float, float]]) -> float:
+    """Seconds covered by at least one of ``spans`` (``(start, end)`` seconds; a gang's parts overlap):
+    the time a job was running, so that its age less this is the time it has waited."""
+    held = 0.0
+    reach = -math.inf
+    for start, end in sorted(spans):
+        if end <= reach:
+            continue
+        held += end - max(start, reach)
+        reach = end
+    return held
+
+
+def restart_downtime_s(hazard: float, remaining_hours: float, boot_s: float) -> float:
+    """What a FAST service back from an interruption is expected to wait from now on a host: the boot of a
+    new node, then one per interruption expected over the ``remaining_hours`` of its run."""
+    return expected_downtime_s(hazard, remaining_hours, boot_s, first_boot=True)
+
+
 def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | None) -> float:
     """The expected work redone per unit of work (0: none) for a run of ``run_hours`` that checkpoints every
     ``checkpoint_hours`` (``None``: never) on a node interrupted ``hazard`` times per hour."""

@@ -54,6 +54,9 @@ DEFAULT_FLEX_CAP_PER_GPU_HOUR = Decimal("10.0")
 DEFAULT_HOST_COST_TOLERANCE = Decimal("1.10")
 # A short service: expected to end before this many interruptions on the host (hazard x expected hours).
 DEFAULT_SHORT_SERVICE_INTERRUPTIONS = 0.5
+# A FAST service back from an interruption restarts where its wait so far plus the boot it now waits for
+# (and one per interruption expected over the rest of its run) stays within this, when any host can.
+DEFAULT_FAST_RESTART_WAIT_S = 600.0
 DEFAULT_FAST_MAX_WAIT_S = math.inf  # no limit; 600 holds the FAST tier's ten-minute target, restarts included
 
 
@@ -123,6 +126,10 @@ class ProcurementPolicy:
     # the default: no limit (measured on Protocol B at 600 s: FAST p99 over 10 minutes on 3 runs of 15
     # instead of 6, at 17% more cost; docs/decisions/procurement.md). engine/cost_band.py.
     fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
+    # A FAST service interrupted restarts where it is expected back within what is left of this many seconds
+    # of wait (its first wait and every restart's counted), when any host can bring it back so soon; else
+    # where it is back soonest. ``inf``: restarts are priced like first runs. engine/cost_band.py.
+    fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from scalar.domain.contracts import known_work_s
+from scalar.domain.contracts import known_work_s, time_held_s
 from scalar.domain.errors import DomainError
 from scalar.domain.market import NodeState
 from scalar.domain.packing_model import Job, order_pending
@@ -148,6 +148,16 @@ def _flex_released(config: ControllerConfig, flex: list[JobRecord], now: datetim
         config.flex_batch_gpus,
         gpus,
     )
+
+
+def waited_and_ran_s(rec: JobRecord, now: datetime) -> tuple[float, float]:
+    """A job's seconds without a node since its submission and with one (its placements' union)."""
+    origin = rec.submitted_at
+    spans = [
+        ((p.since - origin).total_seconds(), ((p.until or now) - origin).total_seconds()) for p in rec.history
+    ]
+    ran = time_held_s(spans)
+    return max(0.0, (now - origin).total_seconds() - ran), ran
 
 
 def _shape_key(job: Job) -> tuple[object, ...]:
@@ -298,7 +308,11 @@ def cost_band_step(
         # A FAST service back from an interruption restarts where a node is READY soonest (cost_band.py).
         restarted = job.tier is Tier.FAST and rec.preemptions > 0
         ran = rec.longest_run_s
-        if rec.spec.command:
+        if restarted:
+            # Its wait so far and the run it has had decide where it is back soon enough (never cached).
+            down_s, ran_s = waited_and_ran_s(rec, now)
+            where = hosts.cheapest(job, where, alike[key], checkpoint, restarted, ran, down_s, ran_s)
+        elif rec.spec.command:
             where = hosts.cheapest(job, where, alike[key], checkpoint, restarted, ran)
         else:
             # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py); a

@@ -22,7 +22,7 @@ from typing import Any
 from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.contracts import DEFAULT_INTERRUPTION_PRIOR
 from scalar.domain.errors import InvalidSpecError
-from scalar.domain.procurement import DEFAULT_FAST_MAX_WAIT_S, ProcurementPolicy
+from scalar.domain.procurement import DEFAULT_FAST_MAX_WAIT_S, DEFAULT_FAST_RESTART_WAIT_S, ProcurementPolicy
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit
 
@@ -171,6 +171,11 @@ class ControllerConfig:
       must be bought, a restart after each interruption expected over its run, at the seller's observed
       time to READY) stays within this, when any host can keep it there (default ``inf``: no limit; 600
       holds the FAST tier's ten-minute target at a price, measured in docs/decisions/procurement.md).
+    - ``fast_restart_wait_s``: a FAST service back from an interruption restarts where it is expected back
+      (a new node's boot at the seller's observed time to READY, then one per interruption expected over
+      the rest of its run) within what is left of this many seconds of wait, its first wait and every
+      restart counted; where no host can, where it is back soonest (default 600, the FAST tier's ten
+      minutes; ``inf``: a restart is priced like a first run).
     - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
       preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
       preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
@@ -203,6 +208,7 @@ class ControllerConfig:
     interruption_period_hours: float = 730.0
     interruption_prior: float = DEFAULT_INTERRUPTION_PRIOR
     fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
+    fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
@@ -267,6 +273,12 @@ class ControllerConfig:
             "seconds",
             "use 600 for the FAST tier's ten minutes (restarts included); leave it out for no limit",
         )
+        _above_zero(
+            "fast_restart_wait_s",
+            self.fast_restart_wait_s,
+            "seconds",
+            "leave it out for 600 (the FAST tier's ten minutes); inf prices a restart like a first run",
+        )
         limit = self.fast_preference_limit
         if limit is not None and (
             isinstance(limit, bool)
@@ -318,6 +330,7 @@ class ControllerConfig:
             interruption_period_hours=self.interruption_period_hours,
             interruption_prior=self.interruption_prior,
             fast_max_wait_s=float(self.fast_max_wait_s),
+            fast_restart_wait_s=float(self.fast_restart_wait_s),
             fast_preference_limit=(
                 None if self.fast_preference_limit is None else Decimal(str(self.fast_preference_limit))
             ),

@@ -25,6 +25,7 @@ from scalar.domain.contracts import (
     hazard_per_hour,
     interruption_calibration,
     known_work_s,
+    restart_downtime_s,
 )
 from scalar.domain.market import NodeState
 from scalar.domain.money import usd_fixed_plain
@@ -103,6 +104,8 @@ class HostCosts:
         checkpoint_s: float | None = None,
         restarted: bool = False,
         longest_run_s: float = 0.0,
+        down_s: float = 0.0,
+        ran_s: float = 0.0,
     ) -> Eligibility:
         """Narrow a job's groups to those hosting it within procurement's cost band of the cheapest group
         that can take it now (available, with node headroom or capacity on its way): a job is not bought a
@@ -115,7 +118,9 @@ class HostCosts:
         host: such hosts join its band. The seed's ranking decides within the band.
         ``checkpoint_s``: how often the job checkpoints (``None``: never), which bounds its rework;
         ``longest_run_s``: the most work one of its interrupted runs did, below which its duration is not
-        priced (``domain.contracts.known_work_s``)."""
+        priced (``domain.contracts.known_work_s``). A restarted FAST job that has waited ``down_s`` in all
+        and run ``ran_s`` goes where it is expected back within what is left of ``fast_restart_wait_s``
+        (``_back_soon``)."""
         if len(where.views) < 2:
             return where
         priced: dict[str, Decimal] = {}
@@ -150,6 +155,9 @@ class HostCosts:
                 detail[view] = expected
                 priced[view] = expected.per_work_hour
         costs = priced
+        budget = self.policy.fast_max_wait_s
+        slow: set[str] = set()
+        target = f"{budget:g} s FAST wait target"
         preferred = self.policy.preferred_provider(job.gpu_count)
         if job.tier is Tier.FAST:
             mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
@@ -158,7 +166,19 @@ class HostCosts:
                 costs = {**mine, **self._short_service_hosts(mine, priced, detail)}
             if math.isfinite(self.policy.fast_max_wait_s):
                 waits = {v: self._downtime(v, detail[v]) for v in priced}
-                costs = self._within_wait(costs, priced, waits)
+                costs = self._within_wait(costs, priced, waits, budget)
+                slow = {v for v in priced if v not in costs and waits[v] > budget}
+            if restarted and math.isfinite(self.policy.fast_restart_wait_s):
+                left_h = max(0.0, job.expected_duration_sec - ran_s) / 3600.0
+                waits = {v: self._restart_downtime(v, detail[v], left_h) for v in priced}
+                budget = max(0.0, self.policy.fast_restart_wait_s - down_s)
+                target = (
+                    f"{budget:.0f} s left of the {self.policy.fast_restart_wait_s:g} s a restarted FAST "
+                    f"service may wait (it has waited {down_s:.0f} s)"
+                )
+                costs = self._back_soon(costs, priced, waits, budget)
+                budget = max(budget, min(waits[v] for v in costs))  # none back in time: the soonest kept
+                slow = {v for v in priced if v not in costs and waits[v] > budget}
         band = set(cost_band(costs, self.policy.host_cost_tolerance))
         if not band or len(band) == len(where.views):
             return where
@@ -168,15 +188,14 @@ class HostCosts:
         for view in where.views:
             if view not in priced or view in band:
                 continue
-            if view not in costs and waits.get(view, 0.0) > self.policy.fast_max_wait_s:
+            if view in slow:
                 why = Reason(
                     "fast_wait",
-                    f"{view} would keep a FAST job waiting {waits[view]:.0f} s over its run (a boot of "
+                    f"{view} would keep a FAST job waiting {waits[view]:.0f} s (a boot of "
                     f"{self._boot_s(self.state.groups[base_of(view)[0]].provider):.0f} s first when bought, "
-                    f"then after each of {detail[view].hazard * detail[view].run_hours:.1f} expected "
-                    f"interruptions), over the {self.policy.fast_max_wait_s:g} s FAST wait target",
+                    f"then after each interruption expected), over the {target}",
                     "expected_wait_s",
-                    self.policy.fast_max_wait_s,
+                    round(budget, 1),
                     round(waits[view], 1),
                 )
             elif view in costs:
@@ -204,24 +223,41 @@ class HostCosts:
         views = tuple(v for v in where.views if v in band or v not in priced)
         return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
 
+    @staticmethod
     def _within_wait(
-        self, costs: dict[str, Decimal], priced: dict[str, Decimal], waits: dict[str, float]
+        costs: dict[str, Decimal], priced: dict[str, Decimal], waits: dict[str, float], budget: float
     ) -> dict[str, Decimal]:
-        """A FAST job's hosts narrowed to those whose expected downtime is within ``fast_max_wait_s``: among
+        """A FAST job's hosts narrowed to those whose expected downtime is within ``budget``: among
         ``costs`` (the preferred provider's) if any is, else among every priced host; unchanged if none is
         (the job still runs, as soon as it can)."""
-        budget = self.policy.fast_max_wait_s
         within = {v: c for v, c in costs.items() if waits[v] <= budget}
         if within:
             return within
         return {v: c for v, c in priced.items() if waits[v] <= budget} or costs
 
+    @classmethod
+    def _back_soon(
+        cls, costs: dict[str, Decimal], priced: dict[str, Decimal], waits: dict[str, float], budget: float
+    ) -> dict[str, Decimal]:
+        """A restarted FAST job's hosts: those expected to bring it back within ``budget`` (``_within_wait``),
+        else, when none can, those that bring it back soonest."""
+        if any(w <= budget for w in waits.values()):
+            return cls._within_wait(costs, priced, waits, budget)
+        soonest = min(waits.values())
+        return {v: c for v, c in priced.items() if waits[v] <= soonest}
+
     def _downtime(self, view: str, cost: JobCost) -> float:
-        """A FAST job's expected time without a node on ``view``'s group: a boot first when the group has no
-        room now, then one per interruption expected over its run (``contracts.expected_downtime_s``)."""
+        """A FAST job's expected time without a node on ``view``'s group: a boot first (a job routed to
+        procurement waits for a node), then one per interruption expected over its run
+        (``contracts.expected_downtime_s``)."""
         rec = self.state.groups[base_of(view)[0]]
-        boot = self._boot_s(rec.provider)
-        return expected_downtime_s(cost.hazard, cost.run_hours, boot, first_boot=self._headroom(rec) <= 0)
+        return expected_downtime_s(cost.hazard, cost.run_hours, self._boot_s(rec.provider), first_boot=True)
+
+    def _restart_downtime(self, view: str, cost: JobCost, left_hours: float) -> float:
+        """A restarted FAST job's expected wait from now on ``view``'s group: a new node's boot, then one per
+        interruption expected over the ``left_hours`` of its run (``contracts.restart_downtime_s``)."""
+        rec = self.state.groups[base_of(view)[0]]
+        return restart_downtime_s(cost.hazard, left_hours, self._boot_s(rec.provider))
 
     def _boot_s(self, provider: str) -> float:
         found = self._boots.get(provider)
