@@ -123,7 +123,8 @@ def demo(tmp_path: Path, **overrides: Any) -> Iterator[Demo]:
     with controller(f"sqlite:///{data / 'scalar.db'}", data, auth_required=True, **overrides) as c:
         admin = ensure_local_admin_token(c.plane.tokens, data)
         assert admin is not None
-        process = start_local_agent(c.plane, c.url, data, c.plane.settings)
+        # eight GPUs whatever this machine feeds: the attacks run beside their victims
+        process = start_local_agent(c.plane, c.url, data, c.plane.settings, gpus="8xH100-80GB")
         try:
             wait_until(lambda: c.plane.agents.agents(), 40, "the local agent")
             yield Demo(c, data, data / "agent", admin)
@@ -357,7 +358,7 @@ def test_a_restarted_agent_readopts_its_sandboxed_jobs_and_new_ones_still_get_th
         second = submit(team, command=["python", "-c", script], env={**secret, "HOLD": "0"})
         time.sleep(1.0)
         assert Path(f"/proc/{shim}").exists()  # the shim and its job outlive the agent
-        restarted = start_local_agent(d.c.plane, d.c.url, d.data, d.c.plane.settings)
+        restarted = start_local_agent(d.c.plane, d.c.url, d.data, d.c.plane.settings, gpus="8xH100-80GB")
         try:
             for job_id in (first, second):
                 done = wait_until(lambda j=job_id: finished(team, j), 90, f"{job_id}")

@@ -260,7 +260,7 @@ def local_isolation_args(settings: Any, euid: int) -> tuple[list[str], str | Non
 
 
 def start_local_agent(
-    control_plane: Any, url: str, data_dir: Path, settings: Any = None
+    control_plane: Any, url: str, data_dir: Path, settings: Any = None, gpus: str | None = None
 ) -> subprocess.Popen[bytes]:
     """``scalar up --demo``: a ``scalar agent`` process with fake GPUs against this server, registered as a
     user-owned fixed-capacity block of provider ``local`` (its state dir is ``<data dir>/agent``, so a
@@ -268,13 +268,20 @@ def start_local_agent(
 
     It starts with a scrubbed environment (``LOCAL_AGENT_ENV``), runs jobs as ``[agents]`` says (a
     non-root `scalar up` falls back to same-user, with a warning on stderr), and hides the data dir from
-    sandboxed jobs."""
+    sandboxed jobs. ``gpus``: its fake GPUs (default: ``local_agent_gpus``, what this machine feeds)."""
     from scalar.wire.agent import JoinTokenRequest
 
     data_dir = Path(data_dir)
     private_dir(data_dir)
     state_dir = private_dir(data_dir / "agent")
-    args = ["--controller", url, "--state-dir", str(state_dir), "--fake-gpus", local_agent_gpus(os.environ)]
+    args = [
+        "--controller",
+        url,
+        "--state-dir",
+        str(state_dir),
+        "--fake-gpus",
+        gpus or local_agent_gpus(os.environ),
+    ]
     isolation, warning = local_isolation_args(settings, os.geteuid())
     if warning is not None:
         sys.stderr.write(warning + "\n")
