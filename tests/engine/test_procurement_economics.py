@@ -26,6 +26,7 @@ from scalar.domain.tier import Tier
 from scalar.engine import Controller, JobSpec
 from scalar.engine.actions import BuyCapacity
 from scalar.engine.config import ConfigError, ControllerConfig, ScaleGroupConfig
+from scalar.engine.cost_band import HostCosts
 from tests.engine.builders import (
     at,
     buys,
@@ -459,3 +460,23 @@ def test_time_held_never_exceeds_the_span_it_covers_nor_the_sum_of_its_parts(
     if intervals:
         assert held <= max(b for _, b in intervals) - min(a for a, _ in intervals) + 1e-6
         assert held >= max(d for _, d in spans) - 1e-6
+
+
+@given(
+    waits=st.dictionaries(st.sampled_from("abcdef"), st.floats(0, 5000), min_size=1),
+    preferred=st.sets(st.sampled_from("abcdef")),
+    budget=st.floats(0, 3000),
+)
+def test_a_restarted_service_goes_where_it_is_back_in_time_else_soonest(
+    waits: dict[str, float], preferred: set[str], budget: float
+) -> None:
+    priced = {v: Decimal(1) for v in waits}
+    costs = {v: c for v, c in priced.items() if v in preferred} or priced
+    kept = HostCosts._back_soon(costs, priced, waits, budget)
+    assert kept and set(kept) <= set(priced)
+    if any(w <= budget for w in waits.values()):
+        assert all(waits[v] <= budget for v in kept)
+        if any(waits[v] <= budget for v in costs):
+            assert set(kept) <= set(costs)  # the preferred provider's hosts first, as for any FAST job
+    else:
+        assert all(waits[v] == min(waits.values()) for v in kept)

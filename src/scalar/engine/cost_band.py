@@ -168,7 +168,7 @@ class HostCosts:
                 waits = {v: self._downtime(v, detail[v]) for v in priced}
                 costs = self._within_wait(costs, priced, waits, budget)
                 slow = {v for v in priced if v not in costs and waits[v] > budget}
-            if restarted and math.isfinite(self.policy.fast_restart_wait_s):
+            if restarted and priced and math.isfinite(self.policy.fast_restart_wait_s):
                 left_h = max(0.0, job.expected_duration_sec - ran_s) / 3600.0
                 waits = {v: self._restart_downtime(v, detail[v], left_h) for v in priced}
                 budget = max(0.0, self.policy.fast_restart_wait_s - down_s)
