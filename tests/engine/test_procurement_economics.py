@@ -15,7 +15,6 @@ from scalar.domain.contracts import (
     expected_downtime_s,
     interruption_calibration,
     known_work_s,
-    restart_downtime_s,
     run_work_s,
     time_held_s,
 )
@@ -446,8 +445,8 @@ def test_a_job_s_time_held_is_the_union_of_its_placements() -> None:
     assert time_held_s([]) == 0.0
     assert time_held_s([(0.0, 10.0), (5.0, 20.0), (30.0, 40.0)]) == 30.0  # a gang's parts overlap
     assert time_held_s([(30.0, 40.0), (0.0, 10.0), (2.0, 3.0)]) == 20.0
-    assert restart_downtime_s(0.0, 5.0, 120.0) == 120.0  # on demand: the next boot only
-    assert restart_downtime_s(0.1, 5.0, 120.0) == pytest.approx(180.0)
+    assert expected_downtime_s(0.0, 5.0, 120.0, first_boot=True) == 120.0  # on demand: the next boot only
+    assert expected_downtime_s(0.1, 5.0, 120.0, first_boot=True) == pytest.approx(180.0)
 
 
 @given(spans=st.lists(st.tuples(st.floats(0, 1e6), st.floats(0, 1e4)), max_size=12))

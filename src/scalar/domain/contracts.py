@@ -148,12 +148,6 @@ def time_held_s(spans: Sequence[tuple[float, float]]) -> float:
     return held
 
 
-def restart_downtime_s(hazard: float, remaining_hours: float, boot_s: float) -> float:
-    """What a FAST service back from an interruption is expected to wait from now on a host: the boot of a
-    new node, then one per interruption expected over the ``remaining_hours`` of its run."""
-    return expected_downtime_s(hazard, remaining_hours, boot_s, first_boot=True)
-
-
 def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | None) -> float:
     """The expected work redone per unit of work (0: none) for a run of ``run_hours`` that checkpoints every
     ``checkpoint_hours`` (``None``: never) on a node interrupted ``hazard`` times per hour."""

@@ -25,7 +25,6 @@ from scalar.domain.contracts import (
     hazard_per_hour,
     interruption_calibration,
     known_work_s,
-    restart_downtime_s,
 )
 from scalar.domain.market import NodeState
 from scalar.domain.money import usd_fixed_plain
@@ -165,12 +164,12 @@ class HostCosts:
             if mine and not restarted:
                 costs = {**mine, **self._short_service_hosts(mine, priced, detail)}
             if math.isfinite(self.policy.fast_max_wait_s):
-                waits = {v: self._downtime(v, detail[v]) for v in priced}
+                waits = {v: self._downtime(v, detail[v], detail[v].run_hours) for v in priced}
                 costs = self._within_wait(costs, priced, waits, budget)
                 slow = {v for v in priced if v not in costs and waits[v] > budget}
             if restarted and priced and math.isfinite(self.policy.fast_restart_wait_s):
                 left_h = max(0.0, job.expected_duration_sec - ran_s) / 3600.0
-                waits = {v: self._restart_downtime(v, detail[v], left_h) for v in priced}
+                waits = {v: self._downtime(v, detail[v], left_h) for v in priced}
                 budget = max(0.0, self.policy.fast_restart_wait_s - down_s)
                 target = (
                     f"{budget:.0f} s left of the {self.policy.fast_restart_wait_s:g} s a restarted FAST "
@@ -246,18 +245,12 @@ class HostCosts:
         soonest = min(waits.values())
         return {v: c for v, c in priced.items() if waits[v] <= soonest}
 
-    def _downtime(self, view: str, cost: JobCost) -> float:
-        """A FAST job's expected time without a node on ``view``'s group: a boot first (a job routed to
-        procurement waits for a node), then one per interruption expected over its run
-        (``contracts.expected_downtime_s``)."""
+    def _downtime(self, view: str, cost: JobCost, hours: float) -> float:
+        """A FAST job's expected time without a node on ``view``'s group over the next ``hours`` of its run
+        (all of it; the rest of it, for a restart): a new node's boot first (a job routed to procurement
+        waits for one), then one per interruption expected (``contracts.expected_downtime_s``)."""
         rec = self.state.groups[base_of(view)[0]]
-        return expected_downtime_s(cost.hazard, cost.run_hours, self._boot_s(rec.provider), first_boot=True)
-
-    def _restart_downtime(self, view: str, cost: JobCost, left_hours: float) -> float:
-        """A restarted FAST job's expected wait from now on ``view``'s group: a new node's boot, then one per
-        interruption expected over the ``left_hours`` of its run (``contracts.restart_downtime_s``)."""
-        rec = self.state.groups[base_of(view)[0]]
-        return restart_downtime_s(cost.hazard, left_hours, self._boot_s(rec.provider))
+        return expected_downtime_s(cost.hazard, hours, self._boot_s(rec.provider), first_boot=True)
 
     def _boot_s(self, provider: str) -> float:
         found = self._boots.get(provider)
