@@ -14,6 +14,7 @@ from decimal import Decimal
 import pytest
 
 from scalar.domain.errors import InvalidSpecError
+from scalar.domain.gpus import relative_throughput
 from scalar.domain.packing import (
     BIN_PACK_SAFETY_MARGIN_SEC,
     EXPIRES_TOO_SOON,
@@ -28,6 +29,7 @@ from scalar.domain.packing import (
     TIER_MISMATCH,
     PlacementDecision,
     PlacementKind,
+    expected_run_s,
     schedule_job,
 )
 from scalar.domain.packing_apply import PlacementConflictError, apply_placement, book_job, release_job
@@ -393,6 +395,31 @@ def test_an_expired_node_is_rejected() -> None:
 
     assert decision.rejections[0].reason.code == EXPIRES_TOO_SOON
     assert "has expired" in decision.rejections[0].reason.message
+
+
+@pytest.mark.parametrize("model", ["V100", "A100", "H100"])
+def test_a_flex_node_must_outlive_the_run_on_its_gpus_not_the_work(model: str) -> None:
+    # Ten A100-hours of FLEX work run 10 / throughput hours on the node's GPUs: the lease must outlive that.
+    rate = relative_throughput(model)
+    work = job(tier=Tier.FLEX, duration_s=10 * HOUR)
+    need = 10 * HOUR / rate + BIN_PACK_SAFETY_MARGIN_SEC
+    lease = block(tier=Tier.FLEX, gpu_model=model, seconds_left=need + 1)
+    short = replace(lease, end_time=lease.end_time - timedelta(seconds=2))
+    assert expected_run_s(work, node("n", lease)) == pytest.approx(10 * HOUR / rate)
+
+    assert schedule_job(work, [node("n", lease)], NOW).placed
+    decision = schedule_job(work, [node("n", short)], NOW)
+    reason = decision.rejections[0].reason
+    assert reason.code == EXPIRES_TOO_SOON
+    assert reason.need == pytest.approx(need)
+    assert (f"on its {model}" in reason.message) is (model != "A100")
+
+
+def test_a_fast_service_needs_its_own_duration_whatever_the_gpu() -> None:
+    service = job(tier=Tier.FAST, duration_s=10 * HOUR)
+    v100 = node("n", block(gpu_model="V100", seconds_left=10 * HOUR + BIN_PACK_SAFETY_MARGIN_SEC))
+    assert expected_run_s(service, v100) == 10 * HOUR
+    assert schedule_job(service, [v100], NOW).placed
 
 
 def test_filters_run_in_the_seeds_order_the_first_failure_is_the_reason() -> None:

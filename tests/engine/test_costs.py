@@ -178,4 +178,4 @@ def test_costs_add_up_with_partial_resales_after_random_workloads(seed: int) -> 
 
 def test_the_random_workloads_do_resell() -> None:
     """The property above is not vacuous: these workloads sell capacity back."""
-    assert all(_run_with_resales(seed) > 0 for seed in (0, 4, 10))  # (seeded: these sell)
+    assert all(_run_with_resales(seed) > 0 for seed in (0, 10, 11))  # (seeded: these sell)

@@ -254,13 +254,45 @@ def _after_a_lost_run(
 
 
 def test_a_run_interrupted_after_more_work_than_the_estimate_reprices_the_job_at_that_length() -> None:
-    # Told 2 hours, a 10%/h spot node costs it ~11% rework: spot. It ran 20 hours and had not finished: it
-    # is at least a 20-hour job, whose rework on spot (2.4x) loses to on-demand.
+    # Told 2 hours, a 10%/h spot node costs it ~11% rework: spot. It ran 20 hours and had not finished: the
+    # estimate is proven wrong and it is priced as a 40-hour job, whose rework on spot loses to on-demand.
     where, why = _after_a_lost_run(2, 20)
     assert where == "on-demand"
-    assert "20.0 h" in why
+    assert "over 40.0 h" in why
     # A run shorter than the estimate teaches nothing: the estimate stands, and so does spot.
     assert _after_a_lost_run(2, 0.5)[0] == "spot"
+
+
+def test_a_job_whose_run_outlived_its_estimate_is_expected_to_need_twice_that_run_everywhere() -> None:
+    c = Controller(PUBLISHED_ONLY)
+    job = spec("j", 8, tier="FLEX", vram=40, duration=2 * 3600)
+    [first] = buys(c.step(at(0), [market(SPOT, ON_DEMAND, book=None), *submit(job)]))
+    c.step(at(10), [filled(first, at(10))])
+    c.step(at(300), ready("blk-1-n0", when=at(300)))
+    c.step(at(301), [started("j", "blk-1-n0")])
+    gone = node_state(
+        "blk-1-n0", NodeState.TERMINATED, at(301 + 5 * 3600), why="preempted", cause=CAUSE_PREEMPTED
+    )
+    c.step(at(301 + 5 * 3600), [gone])
+    rec = c.state.jobs["j"]
+    assert rec.longest_run_s == pytest.approx(5 * 3600)
+    # The packer, contract sizing and the cost band read the job: 10 hours from here on; the spec keeps 2.
+    assert rec.job is not None and rec.job.expected_duration_sec == pytest.approx(10 * 3600)
+    assert rec.spec.expected_duration_sec == 2 * 3600
+
+
+@given(
+    expected=st.floats(min_value=1, max_value=1e7),
+    longest=st.floats(min_value=0, max_value=1e7),
+    more=st.floats(min_value=0, max_value=1e7),
+)
+def test_known_work_never_below_what_is_known_grows_with_the_evidence_and_is_stable(
+    expected: float, longest: float, more: float
+) -> None:
+    known = known_work_s(expected, longest)
+    assert known >= expected and known >= longest
+    assert known_work_s(expected, longest + more) >= known  # a longer lost run never shortens the job
+    assert known_work_s(known, longest) == known  # the job's new length, read again, stays put
 
 
 def test_a_lost_run_is_remembered_by_its_work_at_the_gpus_throughput() -> None:
@@ -269,7 +301,8 @@ def test_a_lost_run_is_remembered_by_its_work_at_the_gpus_throughput() -> None:
     assert run_work_s(3600, "H100", Tier.FAST) == 3600  # a service's wall time
     assert run_work_s(-5, "A100", Tier.FLEX) == 0.0
     assert known_work_s(7200, 3600) == 7200  # the estimate, when no run outlived it
-    assert known_work_s(7200, 9000) == 9000
+    assert known_work_s(7200, 7200) == 7200
+    assert known_work_s(7200, 9000) == 18000  # proven wrong: as much again as the run that outlived it
 
 
 def _second_purchase_after_quiet_spot_hours(config: ControllerConfig, hours: float) -> str:

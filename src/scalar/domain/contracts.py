@@ -163,10 +163,15 @@ def rework_fraction(hazard: float, run_hours: float, checkpoint_hours: float | N
 
 
 def known_work_s(expected_s: float, longest_run_s: float) -> float:
-    """The work a job is priced on, in reference seconds: its estimate ``expected_s``, or more when one of
-    its runs did ``longest_run_s`` of work and was interrupted before the end (the job needs more than
-    that run did)."""
-    return max(expected_s, longest_run_s)
+    """The work a job is expected to need, in reference seconds: its estimate ``expected_s`` while no run
+    has outlived it; once a run did ``longest_run_s`` > ``expected_s`` of work and was interrupted before
+    the end, the estimate is proven wrong and the job is expected to need as much again as that run did:
+    ``2 x longest_run_s`` (of a length known only to exceed ``L``, with no scale of its own, ``2L`` is the
+    median: P(W > x | W > L) = L / x). Pricing it at ``L`` alone kept a job whose runs never reached its
+    end on spot for ever: each lost run raised its length only to what that run had reached."""
+    if longest_run_s <= expected_s:
+        return expected_s
+    return 2.0 * longest_run_s
 
 
 def run_work_s(ran_s: float, gpu_model: str | None, tier: Tier) -> float:

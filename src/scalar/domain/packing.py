@@ -25,6 +25,7 @@ from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 
+from scalar.domain.contracts import work_rate
 from scalar.domain.errors import InvalidSpecError
 from scalar.domain.money import usd_fixed_plain
 from scalar.domain.packing_model import Job, Node, nodes_by_id
@@ -132,6 +133,14 @@ class PlacementDecision:
         return self.reason.message
 
 
+def expected_run_s(job: Job, node: Node) -> float:
+    """The wall time ``job`` is expected to run on ``node``: a FLEX job's work (``expected_duration_sec``,
+    reference seconds) over the throughput of the node's GPUs (``domain.contracts.work_rate``: twice as long
+    on a GPU half as fast as an A100), a FAST job's own duration (a service holds its GPU for its wall
+    time). The expiry filter and the expiry term use it: a node's lease must outlive the run, not the work."""
+    return job.expected_duration_sec / work_rate(node.block.gpu_model, job.tier)
+
+
 def evaluate_node(
     job: Job,
     node: Node,
@@ -181,14 +190,16 @@ def evaluate_node(
             ),
         )
     time_left = node.time_to_expiry(now)
-    time_needed = job.expected_duration_sec + safety_margin_sec
+    run_s = expected_run_s(job, node)
+    time_needed = run_s + safety_margin_sec
     if time_left < time_needed:
         when = f"expires in {fmt_duration(time_left)}" if time_left > 0 else "has expired"
+        on = "" if run_s == job.expected_duration_sec else f" on its {node.block.gpu_model}"
         return NodeEvaluation(
             node,
             Reason(
                 EXPIRES_TOO_SOON,
-                f"{when}; the job needs {fmt_duration(job.expected_duration_sec)} "
+                f"{when}; the job needs {fmt_duration(run_s)}{on} "
                 f"+ {fmt_duration(safety_margin_sec)} safety margin",
                 resource="time_s",
                 need=time_needed,
@@ -228,7 +239,7 @@ def evaluate_node(
         return NodeEvaluation(node, _gpu_shortage(job, node, fit.usable, fit.held, fit.too_small))
     if prior is not None:
         ticks, indices = score_job(prior, job, node, fit.indices)
-        expiry = expiry_penalty(time_left, job.expected_duration_sec)
+        expiry = expiry_penalty(time_left, run_s)
         terms = ScoreBreakdown(
             utilization_after(fit.total_vram_gb, fit.used_vram_gb, job),
             fragmentation(indices),
@@ -240,7 +251,7 @@ def evaluate_node(
     breakdown = combine(
         utilization_after(fit.total_vram_gb, fit.used_vram_gb, job),
         fragmentation(fit.indices),
-        expiry_penalty(time_left, job.expected_duration_sec),
+        expiry_penalty(time_left, run_s),
         provider_bonus(node.provider, job.gpu_count),
         weights,
     )

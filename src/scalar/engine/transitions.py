@@ -7,9 +7,10 @@ keeps its place in the queue (priority, then original arrival).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from scalar.domain.contracts import run_work_s
+from scalar.domain.contracts import known_work_s, run_work_s
 from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
 from scalar.engine.actions import ReleaseBlock, StopWork
@@ -43,10 +44,18 @@ def finish(
 
 def preempt(state: ClusterState, rec: JobRecord, reason: Reason, lost_node: str | None) -> None:
     """Take the job off its nodes and queue it again (PREEMPTED -> PENDING). A run that had started is
-    remembered by the work it did (``JobRecord.longest_run_s``): the job needs more than that."""
+    remembered by the work it did (``JobRecord.longest_run_s``): the job needs more than that. Once a run
+    outlived its estimate, the job is expected to need twice that run (``contracts.known_work_s``): its
+    ``expected_duration_sec`` says so from here on, for the packer (a node must outlive it), contract
+    sizing and the cost band alike (its spec keeps what the user said)."""
     ran = interrupted_run_work_s(state, rec)
     if ran > rec.longest_run_s:
         rec.longest_run_s = ran
+    job = rec.job
+    if job is not None:
+        known = known_work_s(job.expected_duration_sec, rec.longest_run_s)
+        if known > job.expected_duration_sec:
+            rec.job = replace(job, expected_duration_sec=known)
     nodes = state.release(rec)
     state.move_job(rec, JobState.PREEMPTED, reason)
     rec.preemptions += 1
