@@ -90,6 +90,40 @@ def test_a_long_uncheckpointed_flex_job_goes_on_demand_a_checkpointing_or_short_
     assert "it beat aws/a100-spot" in buy.reason.message and "rework" in buy.reason.message
 
 
+CHEAP_SPOT = aws("A100", "0.10", spot=True, rate=0.10)
+
+
+def _bought_cheap(job_hours: float, config: ControllerConfig = CONFIG) -> BuyCapacity:
+    c = Controller(config)
+    job = spec("j", 8, tier="FLEX", vram=40, duration=job_hours * 3600)
+    [buy] = buys(c.step(at(0), [market(CHEAP_SPOT, ON_DEMAND, book=None), *submit(job)]))
+    return buy
+
+
+def test_a_flex_job_is_not_sent_where_it_expects_to_redo_more_than_its_work() -> None:
+    # Spot at 1/13 of on-demand, 10%/h: a 15-hour job without checkpoints expects 144% of its work redone,
+    # still 5x cheaper per unit of work than on-demand; it would take about 2.4x its run. It goes on demand.
+    buy = _bought_cheap(15)
+    assert not buy.request.spot
+    assert "it beat aws/a100-spot/spot/FLEX would host it at $1.9524/work-h" in buy.reason.message
+    assert "+144% rework, over the 100% of its work a FLEX job may be expected to redo" in buy.reason.message
+    # Without the limit, the cheapest expected cost decides: spot.
+    assert _bought_cheap(15, replace(CONFIG, flex_max_rework=math.inf)).request.spot
+    # A 5-hour job expects 30%: spot, within the limit; a looser limit keeps the 15-hour one on spot.
+    assert _bought_cheap(5).request.spot
+    assert _bought_cheap(15, replace(CONFIG, flex_max_rework=2.0)).request.spot
+
+
+def test_the_rework_limit_is_checked_when_configured() -> None:
+    for bad in (-0.5, True, "1", math.nan):
+        with pytest.raises(ConfigError) as err:
+            replace(CONFIG, flex_max_rework=bad)
+        assert err.value.field == "flex_max_rework"
+        assert "inf for no limit" in str(err.value)
+    assert ControllerConfig.from_dict({"flex_max_rework": 0}).procurement.flex_max_rework == 0.0
+    assert ControllerConfig.from_dict({"flex_max_rework": math.inf}).flex_max_rework == math.inf
+
+
 def test_flex_work_goes_to_the_cheapest_per_work_unit_not_per_gpu_hour() -> None:
     # An H100 does several A100-hours of batch work per hour: at 1.6x the GPU-hour price it is cheaper work.
     a100 = aws("A100", "1.00", spot=False)
@@ -147,6 +181,26 @@ def test_a_contract_is_sized_in_its_market_s_clock() -> None:
     assert one.request.duration_s == 2 * 3600
     assert sixty.request.duration_s >= 30 * 3600 and sixty.request.duration_s % 3600 == 0
     assert ControllerConfig(market_time_scales={"sfcompute": 60.0}).time_scale("prime") == 1.0
+
+
+@pytest.mark.parametrize("hours", [10, 100, 300])
+def test_an_hourly_lease_outlives_twice_the_run_it_is_bought_for(hours: float) -> None:
+    """An hourly node's lease costs nothing while unused: it is sized to twice the job's expected run on
+    the offer's GPUs (a FLEX job's work over their throughput) plus the allowances, at least the contract
+    length, so a job that runs past its estimate is not cut off by its own lease."""
+    c = Controller(CONFIG)
+    [buy] = buys(
+        c.step(
+            at(0),
+            [
+                market(ON_DEMAND, book=None),
+                *submit(spec("j", 8, tier="FLEX", vram=40, duration=hours * 3600)),
+            ],
+        )
+    )
+    allowance = CONFIG.safety_margin_s + CONFIG.request_timeout_s + CONFIG.boot_timeout_s
+    assert buy.request.duration_s == max(CONFIG.contract_length_s, math.ceil(2 * hours * 3600 + allowance))
+    assert buy.request.duration_s >= 2 * hours * 3600
 
 
 def test_a_bad_market_time_scale_is_refused_with_the_provider() -> None:

@@ -58,6 +58,9 @@ DEFAULT_SHORT_SERVICE_INTERRUPTIONS = 0.5
 # (and one per interruption expected over the rest of its run) stays within this, when any host can.
 DEFAULT_FAST_RESTART_WAIT_S = 600.0
 DEFAULT_FAST_MAX_WAIT_S = math.inf  # no limit; 600 holds the FAST tier's ten-minute target, restarts included
+# A FLEX job is not sent where it is expected to redo more than this fraction of its work (spot rework,
+# contracts.rework_fraction), when any host keeps it within: 1.0, expected done within twice its run.
+DEFAULT_FLEX_MAX_REWORK = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,10 @@ class ProcurementPolicy:
     # of wait (its first wait and every restart's counted), when any host can bring it back so soon; else
     # where it is back soonest. ``inf``: restarts are priced like first runs. engine/cost_band.py.
     fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
+    # A FLEX job's hosts are those where its expected rework (``contracts.rework_fraction``: the work redone
+    # after interruptions, per unit of work) stays within this, when any host keeps it there; ``inf``: none
+    # dropped (spot is used up to where its rework eats its discount). engine/cost_band.py.
+    flex_max_rework: float = DEFAULT_FLEX_MAX_REWORK
 
     def cap_for(self, tier: Tier) -> Decimal | None:
         return self.flex_max_price_per_gpu_hour if tier is Tier.FLEX else self.fast_max_price_per_gpu_hour

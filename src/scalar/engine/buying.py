@@ -180,13 +180,13 @@ def purchase_step(
 
 
 def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Reason], ...]]) -> str:
-    """``; it beat b at ..., c at ...``: the hosts the first job's cost band passed over, costlier or (a
-    FAST job under ``fast_max_wait_s``) expected to keep it waiting too long."""
+    """``; it beat b at ..., c at ...``: the hosts the first job's cost band passed over, costlier, expected
+    to keep a FAST job waiting too long or to make a FLEX job redo too much of its work."""
     for r in jobs[:1]:
         costlier = [
             why.message
             for _, why in passed_over.get(r.spec.job_id, ())
-            if why.code in ("costlier_host", "fast_wait")
+            if why.code in ("costlier_host", "fast_wait", "flex_rework")
         ]
         if costlier:
             more = f" (and {len(costlier) - 3} more)" if len(costlier) > 3 else ""

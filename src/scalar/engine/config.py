@@ -22,7 +22,12 @@ from typing import Any
 from scalar.domain.consolidation import ConsolidationPolicy
 from scalar.domain.contracts import DEFAULT_INTERRUPTION_PRIOR
 from scalar.domain.errors import InvalidSpecError
-from scalar.domain.procurement import DEFAULT_FAST_MAX_WAIT_S, DEFAULT_FAST_RESTART_WAIT_S, ProcurementPolicy
+from scalar.domain.procurement import (
+    DEFAULT_FAST_MAX_WAIT_S,
+    DEFAULT_FAST_RESTART_WAIT_S,
+    DEFAULT_FLEX_MAX_REWORK,
+    ProcurementPolicy,
+)
 from scalar.domain.tier import Tier
 from scalar.engine.budget import BudgetLimit
 
@@ -176,6 +181,10 @@ class ControllerConfig:
       the rest of its run) within what is left of this many seconds of wait, its first wait and every
       restart counted; where no host can, where it is back soonest (default 600, the FAST tier's ten
       minutes; ``inf``: a restart is priced like a first run).
+    - ``flex_max_rework``: a FLEX job is sent only where its expected rework (the work redone after spot
+      interruptions, per unit of work: ``domain.contracts.rework_fraction``) stays within this, when any
+      host keeps it there (default 1.0: expected done within twice its run; ``inf``: no limit, spot is used
+      up to where its rework eats its discount).
     - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
       preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
       preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
@@ -209,6 +218,7 @@ class ControllerConfig:
     interruption_prior: float = DEFAULT_INTERRUPTION_PRIOR
     fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
     fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
+    flex_max_rework: float = DEFAULT_FLEX_MAX_REWORK
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
@@ -279,6 +289,16 @@ class ControllerConfig:
             "seconds",
             "leave it out for 600 (the FAST tier's ten minutes); inf prices a restart like a first run",
         )
+        if (
+            isinstance(self.flex_max_rework, bool)
+            or not isinstance(self.flex_max_rework, int | float)
+            or not self.flex_max_rework >= 0
+        ):
+            raise ConfigError(
+                "flex_max_rework",
+                f"must be a number >= 0 (work redone per unit of work), got {self.flex_max_rework!r}",
+                "leave it out for 1.0 (a FLEX job expected done within twice its run); inf for no limit",
+            )
         limit = self.fast_preference_limit
         if limit is not None and (
             isinstance(limit, bool)
@@ -331,6 +351,7 @@ class ControllerConfig:
             interruption_prior=self.interruption_prior,
             fast_max_wait_s=float(self.fast_max_wait_s),
             fast_restart_wait_s=float(self.fast_restart_wait_s),
+            flex_max_rework=float(self.flex_max_rework),
             fast_preference_limit=(
                 None if self.fast_preference_limit is None else Decimal(str(self.fast_preference_limit))
             ),

@@ -12,8 +12,11 @@ Then ``choose_contract`` prices the lengths:
   work, converted to the block's model);
 - an hourly seller: an open-ended lease billed per unit while held (no commitment beyond the running time;
   idle nodes are released by ``domain.release.idle_hold``). The request still names a lease (the market
-  ends the node then, and budgets count it): the longest queued job plus the allowances, at least the
-  group's or ``config.contract_length_s``.
+  ends the node then, and budgets count it): twice the longest queued job's expected run plus the
+  allowances (``HOURLY_LEASE_RUNS``), at least the group's or ``config.contract_length_s``. The slack costs
+  nothing (the node is paid while held and released when idle) and keeps a job that runs past its estimate
+  from being cut off by its own lease; a job that outlived its estimate once is priced at twice that run
+  (``domain.contracts.known_work_s``), its next lease at twice that.
 
 The purchase's reason names the chosen length, the ones it beat and the expected utilisation, with numbers.
 """
@@ -34,6 +37,8 @@ FORECAST_HOURS = 6  # the arrivals looked back on, and the hours ahead they are 
 FORECAST_WINDOW = timedelta(hours=FORECAST_HOURS)
 DEFAULT_BOOK_HOURS = (1.0, 24.0, 168.0, 720.0)  # SFCompute's usual lengths when no book was observed
 MAX_BLOCK_HOURS = 720.0  # the longest contract a block seller sells (30 days)
+# An hourly lease outlives this many times the longest queued job's expected run (plus the allowances).
+HOURLY_LEASE_RUNS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,7 @@ def size_contract(
         gpus=gpus, price_per_gpu_hour=price_per_gpu_hour, lengths_hours=(HOURLY,), forecast=forecast
     )
     contract = (rec.config.contract_length_s if rec.config else None) or config.contract_length_s
-    lease = max(contract, math.ceil(longest_s + allowance)) if jobs else contract
+    lease = max(contract, math.ceil(HOURLY_LEASE_RUNS * longest_s + allowance)) if jobs else contract
     expected_h = max(1.0, choice.chosen.covered_gpu_hours / gpus if gpus else 1.0)
     text = (
         f"hourly: billed per unit while held, {choice.forecast_gpu_hours:.1f} GPU-h forecast "

@@ -4,8 +4,10 @@
 holding it (``hosting_cost_per_hour``) per unit of work, with the rework spot interruptions are expected to
 cost it (``domain.contracts.expected_job_cost``: a FLEX job's duration scales with the model's throughput,
 a long job that does not checkpoint loses its work at every interruption; the published hazards are
-calibrated by the preemptions seen on the spot nodes held, ``interruption_calibration``, and the job's length is at least
-the work of its longest interrupted run, ``known_work_s``), and keeps those within
+calibrated by the preemptions seen on the spot nodes held, ``interruption_calibration``, and a job whose
+interrupted run outlived its estimate is twice that run long, ``known_work_s``). A FLEX job is kept among the
+hosts where that rework stays within ``flex_max_rework`` of its work, when any is; a FAST job among its
+preferred provider's and those that bring it back in time. The band is those within
 ``host_cost_tolerance`` of the cheapest (``cost_band``); the others are passed over with their reason.
 Node headroom and in-flight slices are looked up once per pass.
 """
@@ -119,7 +121,8 @@ class HostCosts:
         ``longest_run_s``: the most work one of its interrupted runs did, below which its duration is not
         priced (``domain.contracts.known_work_s``). A restarted FAST job that has waited ``down_s`` in all
         and run ``ran_s`` goes where it is expected back within what is left of ``fast_restart_wait_s``
-        (``_back_soon``)."""
+        (``_back_soon``). A FLEX job's band is drawn among the hosts where its expected rework is within
+        ``flex_max_rework`` when any is (the others: ``flex_rework``)."""
         if len(where.views) < 2:
             return where
         priced: dict[str, Decimal] = {}
@@ -156,6 +159,12 @@ class HostCosts:
         costs = priced
         budget = self.policy.fast_max_wait_s
         slow: set[str] = set()
+        heavy: set[str] = set()
+        if job.tier is Tier.FLEX and math.isfinite(self.policy.flex_max_rework):
+            within = {v: c for v, c in priced.items() if detail[v].rework <= self.policy.flex_max_rework}
+            if within:
+                heavy = {v for v in priced if v not in within}
+                costs = within
         target = f"{budget:g} s FAST wait target"
         preferred = self.policy.preferred_provider(job.gpu_count)
         if job.tier is Tier.FAST:
@@ -187,7 +196,16 @@ class HostCosts:
         for view in where.views:
             if view not in priced or view in band:
                 continue
-            if view in slow:
+            if view in heavy:
+                why = Reason(
+                    "flex_rework",
+                    f"{view} would host it at {detail[view].describe()}, over the {self.policy.flex_max_rework:.0%} "
+                    f"of its work a FLEX job may be expected to redo when another host keeps it within",
+                    "rework",
+                    self.policy.flex_max_rework,
+                    round(detail[view].rework, 3),
+                )
+            elif view in slow:
                 why = Reason(
                     "fast_wait",
                     f"{view} would keep a FAST job waiting {waits[view]:.0f} s (a boot of "
