@@ -25,6 +25,7 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    ReleaseNodes,
     StartWork,
     StopWork,
     Tick,
@@ -163,6 +164,9 @@ actions = st.one_of(
     ),
     st.builds(StopWork, names, reasons, names, names, names),
     st.builds(ReleaseBlock, names, reasons, names, names, names),
+    st.builds(
+        ReleaseNodes, names, reasons, names, names, st.lists(names, min_size=1, max_size=3).map(tuple), names
+    ),
 )
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from scalar.domain.market import NodeState
 from scalar.domain.tier import Tier
-from scalar.engine import Controller, ControllerConfig, ReleaseBlock, ScaleGroupConfig
+from scalar.engine import Controller, ControllerConfig, ReleaseBlock, ReleaseNodes, ScaleGroupConfig
+from scalar.engine.budget import GLOBAL, commitments, rate_at
 from scalar.engine.lifecycle import JobState
 from tests.engine.builders import (
     at,
@@ -13,6 +16,7 @@ from tests.engine.builders import (
     filled,
     job_done,
     market,
+    node_state,
     only,
     prime_offer,
     ready,
@@ -172,3 +176,92 @@ def test_a_block_paid_whole_is_held_for_idle_release_s_whatever_the_forecast() -
     assert only(c.step(at(5_000 + IDLE - 1), [tick()]), ReleaseBlock) == []
     [release] = only(c.step(at(5_000 + IDLE), [tick()]), ReleaseBlock)
     assert "paid whole when bought" in release.reason.message
+
+
+# ---- single nodes of a block billed per node ----------------------------------------------------------
+
+
+def two_pods_one_busy(c: Controller) -> None:
+    """Two 2-GPU jobs bought together as one 2-node Prime block; ``short`` ends at 4,000 s, ``long`` runs on."""
+    event = market(prime_offer("2.50"), book=None)
+    jobs = submit(spec("short", 2, duration=600), spec("long", 2, duration=86_400))
+    [buy] = buys(c.step(at(0), [event, *jobs]))
+    assert buy.request.node_count == 2
+    c.step(at(30), [filled(buy, at(30))])
+    placed = {
+        s.job_id: s.node_ids[0] for s in starts(c.step(at(300), ready("blk-1-n0", "blk-1-n1", when=at(300))))
+    }
+    assert set(placed) == {"short", "long"} and len(set(placed.values())) == 2
+    c.step(at(301), [started(j, n) for j, n in placed.items()])
+    c.step(at(4_000), [job_done(placed["short"], "short", at(4_000))])
+
+
+def test_an_idle_pod_of_a_block_goes_alone_while_the_other_pod_works() -> None:
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    two_pods_one_busy(c)
+    [busy] = c.state.jobs["long"].placements
+    idle = "blk-1-n1" if busy == "blk-1-n0" else "blk-1-n0"
+    assert only(c.step(at(4_059), [tick()]), ReleaseNodes) == []
+    actions = c.step(at(4_060), [tick()])
+    assert only(actions, ReleaseBlock) == []
+    [release] = only(actions, ReleaseNodes)
+    assert (release.block_id, release.provider, release.node_ids, release.why) == (
+        "blk-1",
+        "prime",
+        (idle,),
+        "idle",
+    )
+    assert release.reason.code == "idle_nodes"
+    assert "1 other node of it holds work" in release.reason.message
+    assert "prime bills each node while it runs" in release.reason.message
+    states = {n.node_id: n.state for n in c.nodes()}
+    assert states == {idle: NodeState.TERMINATED, busy: NodeState.READY}
+    assert c.state.jobs["long"].state is JobState.RUNNING
+    [block] = c.blocks()
+    assert block.status == "open" and block.paid_gpus == 2
+    # From the release on, the block is paid for the working pod only: 2 GPUs a second, not 4.
+    paid = block.paid_gpu_s
+    c.step(at(5_060), [tick()])
+    [block] = c.blocks()
+    assert block.paid_gpu_s - paid == 2 * 1_000
+    # Spend limits count the released pod's commitment only to its release: $2.50 x 2 GPUs an hour left.
+    assert rate_at(commitments(c.state, at(5_060)), GLOBAL, at(5_060)) == Decimal("5.00")
+    # Released once; the busy pod stays.
+    assert only(c.step(at(6_000), [tick()]), ReleaseNodes) == []
+
+
+def test_a_block_paid_whole_never_loses_single_nodes() -> None:
+    # The same two jobs on an SFCompute block (a contract paid whole): the idle node stays with its block.
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    [buy] = buys(
+        c.step(
+            at(0),
+            [market(sf_offer()), *submit(spec("short", 8, duration=600), spec("long", 8, duration=86_400))],
+        )
+    )
+    c.step(at(30), [filled(buy, at(30))])
+    nodes = [f"blk-1-n{i}" for i in range(buy.request.node_count)]
+    placed = {s.job_id: s.node_ids[0] for s in starts(c.step(at(60), ready(*nodes, when=at(60))))}
+    assert set(placed) == {"short", "long"} and len(set(placed.values())) == 2
+    c.step(at(61), [started(j, n) for j, n in placed.items()])
+    c.step(at(700), [job_done(placed["short"], "short", at(700))])
+    for t in range(760, 700 + 3 * IDLE, 300):
+        actions = c.step(at(t), [tick()])
+        assert only(actions, ReleaseNodes) == [] and only(actions, ReleaseBlock) == []
+
+
+def test_a_preempted_pod_of_a_block_is_no_longer_paid_for() -> None:
+    c = Controller(ControllerConfig(idle_release_s=IDLE))
+    two_pods_one_busy(c)
+    [busy] = c.state.jobs["long"].placements
+    [block] = c.blocks()
+    paid = block.paid_gpu_s
+    # The working pod is preempted at 4,010 s and its job restarts on the idle pod: the block pays 4 GPUs
+    # to 4,010, then 2 (the preempted pod is no longer billed).
+    c.step(at(4_010), [node_state(busy, NodeState.TERMINATED, at(4_010), cause="preempted")])
+    [other] = c.state.jobs["long"].placements
+    assert other != busy
+    c.step(at(5_000), [tick()])
+    [block] = c.blocks()
+    assert block.paid_gpu_s - paid == 4 * 10 + 2 * 990
+    assert block.paid_gpus == 2

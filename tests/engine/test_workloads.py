@@ -68,8 +68,11 @@ def _expected_paid_gpu_s(world: World, block_id: str, now: datetime) -> Decimal:
     block = world.blocks[block_id]
     grant = block.grant
     end = min(grant.end_time, block.released_at or now, now)
-    seconds = max(0.0, (end - grant.start_time).total_seconds())
-    return Decimal(grant.gpus_per_node * len(grant.node_ids)) * Decimal(int(seconds))
+    paid = Decimal(0)
+    for node in grant.node_ids:  # a node released alone stops being paid for then
+        stop = min(end, block.stopped.get(node, end))
+        paid += grant.gpus_per_node * Decimal(int(max(0.0, (stop - grant.start_time).total_seconds())))
+    return paid
 
 
 @settings(max_examples=12, deadline=None)

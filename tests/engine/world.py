@@ -22,6 +22,7 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    ReleaseNodes,
     StartWork,
     StopWork,
     Tick,
@@ -36,6 +37,7 @@ STEP_S = 60
 class Block:
     grant: BlockGrant
     released_at: datetime | None = None
+    stopped: dict[str, datetime] = field(default_factory=dict)  # nodes released alone, and when
 
 
 @dataclass
@@ -209,6 +211,13 @@ class World:
                 self._to_start.append((action.job_id, action.node_id))
             elif isinstance(action, StopWork):
                 self._running.pop((action.job_id, action.node_id), None)
+            elif isinstance(action, ReleaseNodes):
+                block = self.blocks[action.block_id]
+                for node in action.node_ids:
+                    block.stopped.setdefault(node, self.now(step))
+                    self._booting.pop(node, None)
+                    for key in [k for k in self._running if k[1] == node]:
+                        del self._running[key]
             elif isinstance(action, ReleaseBlock):
                 self.blocks[action.block_id].released_at = self.now(step)
                 for node in self.blocks[action.block_id].grant.node_ids:

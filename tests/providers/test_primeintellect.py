@@ -358,6 +358,21 @@ def test_release_deletes_every_pod_of_the_block(server: FakeServer) -> None:
     prime.release("scalar-act-42", NOW)  # nothing left: fine
 
 
+def test_release_nodes_deletes_only_those_pods(server: FakeServer) -> None:
+    serve_pages(server, [page(1), page(2)])
+    pods = FakePods(server)
+    prime = client(server)
+    prime.buy(request(nodes=2), KEY, NOW)
+    prime.release_nodes("scalar-act-42", ["pod-2"], NOW)
+    assert sorted(pods.pods) == ["pod-1"]
+    prime.release_nodes("scalar-act-42", ["pod-2"], NOW)  # already gone: fine
+    other = client(server)
+    other.buy(request(nodes=1), "scalar-act-43", NOW)
+    with pytest.raises(ProviderError, match="pods pod-3 are not of block scalar-act-42"):
+        other.release_nodes("scalar-act-42", ["pod-3"], NOW)
+    assert sorted(pods.pods) == ["pod-1", "pod-3"]
+
+
 def test_pod_statuses_become_node_events(server: FakeServer) -> None:
     serve_pages(server, [page(1), page(2)])
     statuses: dict[str, dict[str, Any]] = {}

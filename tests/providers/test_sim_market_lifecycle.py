@@ -302,3 +302,48 @@ def test_time_scale_divides_boot_delays_and_contract_lengths(open_market: Open, 
     assert sfc_fast.block.start_time == T0 + timedelta(seconds=21)  # the next whole market minute (1 s)
     assert sfc_fast.block.end_time == T0 + timedelta(minutes=3)  # + 2 market hours (120 s), up to a 60 s hour
     assert "2.65 h billed" in (sfc_fast.reason or "")  # 159 s of a 60x market stand for 2.65 hours
+
+
+def test_single_nodes_of_an_hourly_block_stop_alone(open_sqlite_market: Open) -> None:
+    market = open_sqlite_market(MarketConfig(seed=6))
+    aws = market.provider("aws")
+    offer = min((o for o in aws.list_offers(T0) if not o.spot), key=lambda o: (o.gpu_count, o.key))
+    request = CapacityRequest(
+        "aws", offer.instance_type, 3, 4 * 3600, None, Tier.FAST,
+        gpus_per_node=int(offer.gpu_count), region=offer.region,
+    )  # fmt: skip
+    order = aws.buy(request, "three", T0)
+    assert order.block is not None
+    first, second, third = order.block.node_ids
+    _, cursor = drain(market, T0 + timedelta(minutes=15), provider="aws")
+    aws.start_work(first, "stays", 7200, T0 + timedelta(minutes=15))
+    aws.start_work(second, "killed", 7200, T0 + timedelta(minutes=15))
+    at = T0 + timedelta(minutes=30)
+
+    aws.release_nodes(order.block.block_id, [second, third], at)
+    aws.release_nodes(order.block.block_id, [third], at + timedelta(minutes=1))  # already gone: fine
+
+    events, _ = aws.events_since(cursor, at + timedelta(minutes=2))
+    assert [(e.node_id, e.job_id, e.state, e.at) for e in events] == [
+        (second, "killed", None, at),
+        (second, None, NodeState.TERMINATED, at),
+        (third, None, NodeState.TERMINATED, at),
+    ]
+    assert events[1].details == {"cause": "released"}
+    # The first node runs on and finishes its job; the block is not released.
+    later, _ = aws.events_since(cursor, T0 + timedelta(hours=2, minutes=16))
+    assert (first, "stays", True) in [(e.node_id, e.job_id, e.job_succeeded) for e in later]
+    with pytest.raises(ProviderError, match="nodes nope are not of block"):
+        aws.release_nodes(order.block.block_id, ["nope"], at)
+    with pytest.raises(ProviderError, match="sold by prime"):
+        market.provider("prime").release_nodes(order.block.block_id, [first], at)
+
+
+def test_a_block_paid_whole_loses_no_single_node(open_sqlite_market: Open) -> None:
+    market = open_sqlite_market(MarketConfig(seed=6))
+    sfc = market.provider("sfcompute")
+    order = sfc.buy(sfc_request(nodes=2, hours=3), "whole", T0)
+    assert order.block is not None
+    with pytest.raises(ProviderError, match="a contract paid whole") as caught:
+        sfc.release_nodes(order.block.block_id, [order.block.node_ids[0]], T0 + timedelta(minutes=20))
+    assert caught.value.retryable is False

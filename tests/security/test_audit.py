@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from scalar.engine import Controller, ControllerConfig, ReleaseNodes
+from scalar.runtime.auth import audit_entries
 from scalar.store.schema import actions
 from scalar.store.schema_auth import audit_log
+from tests.engine.builders import at, tick
+from tests.engine.test_idle_release import two_pods_one_busy
 from tests.runtime.helpers import drive, job
 from tests.security.conftest import Secured
 
@@ -47,3 +51,14 @@ def test_purchases_and_releases_are_audited_with_their_tenant(secured: Secured) 
         assert all(e["id"] > after for e in later)
     with secured.client(secured.token("team-a")) as user:
         assert user.get("/audit").status_code == 403
+
+
+def test_a_release_of_single_nodes_is_audited_with_the_nodes() -> None:
+    c = Controller(ControllerConfig(idle_release_s=1800))
+    two_pods_one_busy(c)
+    actions = c.step(at(4_060), [tick()])
+    [release] = [a for a in actions if isinstance(a, ReleaseNodes)]
+    [entry] = audit_entries(actions, c.state, at(4_060))
+    assert (entry.action, entry.entity_id, entry.tenant) == ("release", release.action_id, "default")
+    assert entry.data["node_ids"] == list(release.node_ids) and entry.data["why"] == "idle"
+    assert entry.data["bought_for_jobs"] == ["short", "long"]

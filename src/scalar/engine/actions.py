@@ -82,6 +82,20 @@ class ReleaseBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleaseNodes:
+    """Stop paying for ``node_ids`` of block ``block_id`` at ``provider`` (a seller billing running time,
+    whose nodes end one by one: deleted pods, terminated instances) while the block's other nodes run on;
+    ``why``: ``idle``. The whole block goes with a ``ReleaseBlock``."""
+
+    action_id: str
+    reason: Reason
+    block_id: str
+    provider: str
+    node_ids: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class SellCapacity:
     """Offer the time of ``node_ids`` of block ``block_id`` from ``cut`` to the block's end (``hours`` whole
     hours) back to ``provider``'s book at ``price_per_gpu_hour`` (engine/resale.py); the seller answers
@@ -98,5 +112,5 @@ class SellCapacity:
     expected_proceeds: Decimal
 
 
-Action = BuyCapacity | StartWork | StopWork | ReleaseBlock | SellCapacity
-ACTION_TYPES: tuple[type, ...] = (BuyCapacity, StartWork, StopWork, ReleaseBlock, SellCapacity)
+Action = BuyCapacity | StartWork | StopWork | ReleaseBlock | ReleaseNodes | SellCapacity
+ACTION_TYPES: tuple[type, ...] = (BuyCapacity, StartWork, StopWork, ReleaseBlock, ReleaseNodes, SellCapacity)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from scalar.domain.money import round_micros
+from scalar.domain.release import billing_unit_s
 from scalar.engine.budget import tenant_of
 from scalar.engine.state import BlockRecord, ClusterState
 
@@ -278,6 +279,30 @@ def busy_by_tenant(state: ClusterState, by_job: Mapping[str, Decimal]) -> dict[s
         name = tenant_of(rec.spec) if rec is not None else "default"
         out[name] = out.get(name, _ZERO) + value
     return out
+
+
+def paid_node(state: ClusterState, block: BlockRecord, node_id: str) -> bool:
+    """Whether ``node_id`` of ``block`` is still paid for: a seller billing running time (everyone but the
+    block sellers, ``domain.release.billing_unit_s``) stops billing a node that stopped (released alone,
+    preempted, failed); a contract paid whole is paid for every node to its end."""
+    node = state.nodes.get(node_id)
+    return node is None or node.live or billing_unit_s(block.grant.provider) is None
+
+
+def paid_gpus_now(state: ClusterState, block: BlockRecord) -> int:
+    """The GPUs of an open block paid for each second from now until the next change (what /costs
+    extrapolates its accounting by): the nodes still paid for whose time was not sold back."""
+    if not block.open or state.now is None:
+        return 0
+    count = 0
+    for node_id in block.node_ids:
+        node = state.nodes.get(node_id)
+        if not paid_node(state, block, node_id):
+            continue
+        if node is not None and node.node.block.end_time <= state.now:
+            continue  # its time was sold back from a cut already passed
+        count += 1
+    return count * block.grant.gpus_per_node
 
 
 def busy_gpus_now(state: ClusterState, block: BlockRecord) -> dict[str, Decimal]:

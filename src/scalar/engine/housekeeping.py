@@ -6,7 +6,9 @@ and the money that accrues while blocks are held.
   adopted) and its group backs off. A node not READY ``boot_timeout_s`` after its purchase filled fails,
   same backoff. A block with no live node left is released so it stops costing money.
 - A block whose nodes have all been READY and idle for its hold is released, unless that would take its
-  group below ``min_slices`` or a queued job could be placed on it. The hold
+  group below ``min_slices`` or a queued job could be placed on it. Of a block whose seller bills running
+  time (everyone but SFCompute), the idle slices go alone by the same rule while its other nodes work
+  (``ReleaseNodes``): one long job no longer keeps a whole purchase paid. The hold
   (``domain.release.idle_hold``): ``idle_release_s`` for a block paid whole (SFCompute); for a seller
   billing running time, from its billing unit (in the market's clock), the time the block took from
   purchase to READY and the arrivals in the last hour of the jobs its nodes could host (tier, GPU model,
@@ -26,12 +28,13 @@ from scalar.domain.market import NodeState
 from scalar.domain.packing import evaluate_node
 from scalar.domain.packing_model import Job, Node
 from scalar.domain.reasons import Reason
-from scalar.domain.release import DEFAULT_RESTART_S, idle_hold
+from scalar.domain.release import DEFAULT_RESTART_S, billing_unit_s, idle_hold
 from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
+from scalar.engine.costs import paid_node
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
 from scalar.engine.state import BlockRecord, ClusterState, NodeRecord
-from scalar.engine.transitions import back_off, lose_node, older_than, release_block
+from scalar.engine.transitions import back_off, lose_node, older_than, release_block, release_nodes
 
 _HOUR = Decimal(3600)
 _ZERO = Decimal(0)
@@ -49,9 +52,12 @@ def accrue(state: ClusterState, now: datetime) -> None:
         end = min(now, block.block.end_time)
         if end <= start:
             continue
-        # A node whose remaining time was sold back (engine/resale.py) is paid and used until the cut.
+        # A node whose remaining time was sold back (engine/resale.py) is paid and used until the cut; a
+        # seller billing running time stops billing a node when it stops (released alone, preempted, failed).
         stops: dict[datetime, int] = {}
         for node_id in block.node_ids:
+            if not paid_node(state, block, node_id):
+                continue
             node = state.nodes.get(node_id)
             stop = min(end, node.node.block.end_time) if node is not None else end
             stops[stop] = stops.get(stop, 0) + 1
@@ -275,56 +281,110 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
         if not block.open or block.fixed:
             continue
         nodes = [state.nodes[n] for n in block.node_ids if n in state.nodes and state.nodes[n].live]
-        if not nodes or not all(n.state is NodeState.READY and not n.jobs and n.idle_since for n in nodes):
+        idle = [n for n in nodes if n.state is NodeState.READY and not n.jobs and n.idle_since]
+        if not idle:
             continue
-        idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
-        scale = config.time_scale(block.grant.provider)
-        if idle_s < idle_hold(block.grant.provider, restart_s=0.0, arrivals_per_hour=0.0,
-                              max_hold_s=config.idle_release_s, market_scale=scale).hold_s:  # fmt: skip
-            continue  # within the shortest hold: the forecast cannot release it sooner
-        hold = idle_hold(
-            block.grant.provider,
-            restart_s=restart_s(state, block, nodes, scale),
-            arrivals_per_hour=hostable.arrivals_per_hour(nodes[0], len(nodes)),
-            max_hold_s=config.idle_release_s,
-            market_scale=scale,
-        )
-        if idle_s < hold.hold_s:
-            continue
-        waiting = next((job for n in nodes if (job := hostable.queued_fits(n)) is not None), None)
-        if waiting is not None:
-            continue  # the packer places it on this node next; releasing would buy the node again
-        group = state.groups.get(block.group)
-        keep = group.min_slices * group.slice_size if group is not None else 0
-        left = live_nodes.get(block.group, 0) - len(nodes)
-        if left < keep:
-            if _first_keep_note(state, block.grant.block_id):
-                minimum = group.min_slices if group is not None else 0
-                size = group.slice_size if group is not None else 1
-                state.note(
-                    "block",
-                    block.grant.block_id,
-                    Reason(
-                        "kept_for_min_slices",
-                        f"idle, but releasing it would leave {block.group} {left} nodes, below min_slices "
-                        f"{minimum} x slice_size {size}",
-                        "nodes",
-                        keep,
-                        left,
-                    ),
-                )
-            continue
+        if len(idle) == len(nodes):
+            parts = [nodes]  # the whole block
+        elif billing_unit_s(block.grant.provider) is not None:
+            parts = _idle_slices(nodes, idle)  # a seller billing running time ends nodes one by one
+        else:
+            continue  # a contract paid whole: only the whole block goes (or its time is sold back)
+        for part in parts:
+            if _release_part(state, config, block, part, whole=len(part) == len(nodes), hostable=hostable,
+                             live_nodes=live_nodes, now=now):  # fmt: skip
+                live_nodes[block.group] = live_nodes.get(block.group, 0) - len(part)
+
+
+def _idle_slices(nodes: list[NodeRecord], idle: list[NodeRecord]) -> list[list[NodeRecord]]:
+    """The idle nodes of a partly busy block, by slice: a slice goes only when every node of it in the
+    block is idle (a gang's nodes were bought together and come back together)."""
+    idle_ids = {n.id for n in idle}
+    by_slice: dict[str, list[NodeRecord]] = {}
+    for node in nodes:
+        by_slice.setdefault(node.slice_id, []).append(node)
+    return [part for part in by_slice.values() if all(n.id in idle_ids for n in part)]
+
+
+def _release_part(
+    state: ClusterState,
+    config: ControllerConfig,
+    block: BlockRecord,
+    nodes: list[NodeRecord],
+    *,
+    whole: bool,
+    hostable: _Hostable,
+    live_nodes: dict[str, int],
+    now: datetime,
+) -> bool:
+    """Release ``nodes`` of ``block`` (all of its live nodes when ``whole``) if they have been idle past
+    their hold and nothing keeps them; ``True`` when released."""
+    idle_s = min((now - n.idle_since).total_seconds() for n in nodes if n.idle_since is not None)
+    scale = config.time_scale(block.grant.provider)
+    if idle_s < idle_hold(block.grant.provider, restart_s=0.0, arrivals_per_hour=0.0,
+                          max_hold_s=config.idle_release_s, market_scale=scale).hold_s:  # fmt: skip
+        return False  # within the shortest hold: the forecast cannot release it sooner
+    hold = idle_hold(
+        block.grant.provider,
+        restart_s=restart_s(state, block, nodes, scale),
+        arrivals_per_hour=hostable.arrivals_per_hour(nodes[0], len(nodes)),
+        max_hold_s=config.idle_release_s,
+        market_scale=scale,
+    )
+    if idle_s < hold.hold_s:
+        return False
+    waiting = next((job for n in nodes if (job := hostable.queued_fits(n)) is not None), None)
+    if waiting is not None:
+        return False  # the packer places it on this node next; releasing would buy the node again
+    group = state.groups.get(block.group)
+    keep = group.min_slices * group.slice_size if group is not None else 0
+    left = live_nodes.get(block.group, 0) - len(nodes)
+    if left < keep:
+        if _first_keep_note(state, block.grant.block_id):
+            minimum = group.min_slices if group is not None else 0
+            size = group.slice_size if group is not None else 1
+            state.note(
+                "block",
+                block.grant.block_id,
+                Reason(
+                    "kept_for_min_slices",
+                    f"idle, but releasing it would leave {block.group} {left} nodes, below min_slices "
+                    f"{minimum} x slice_size {size}",
+                    "nodes",
+                    keep,
+                    left,
+                ),
+            )
+        return False
+    minimum = group.min_slices if group else 0
+    if whole:
         reason = Reason(
             "idle",
             f"block {block.grant.block_id} ({len(nodes)} nodes of {block.group}) has been idle for {idle_s:g} s "
-            f"(threshold {hold.hold_s:g} s); {left} nodes stay in the group (min_slices "
-            f"{group.min_slices if group else 0}). The threshold: {hold.reason.message}",
+            f"(threshold {hold.hold_s:g} s); {left} nodes stay in the group (min_slices {minimum}). "
+            f"The threshold: {hold.reason.message}",
             "idle_s",
             hold.hold_s,
             idle_s,
         )
         release_block(state, block, "idle", reason)
-        live_nodes[block.group] = left
+        return True
+    busy = sum(1 for n in block.node_ids if n in state.nodes and state.nodes[n].live) - len(nodes)
+    names = ", ".join(n.id for n in nodes)
+    reason = Reason(
+        "idle_nodes",
+        f"{len(nodes)} node{'s' if len(nodes) > 1 else ''} of block {block.grant.block_id} ({names}, "
+        f"{block.group}) idle for {idle_s:g} s (threshold {hold.hold_s:g} s) while {busy} other "
+        f"{'node of it holds' if busy == 1 else 'nodes of it hold'} work: {block.grant.provider} bills each "
+        f"node while it runs, so {'they stop' if len(nodes) > 1 else 'it stops'} alone; {left} "
+        f"node{'' if left == 1 else 's'} stay in the group (min_slices {minimum}). The threshold: "
+        f"{hold.reason.message}",
+        "idle_s",
+        hold.hold_s,
+        idle_s,
+    )
+    release_nodes(state, block, nodes, "idle", reason)
+    return True
 
 
 def _first_keep_note(state: ClusterState, block_id: str) -> bool:

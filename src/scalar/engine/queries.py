@@ -20,7 +20,7 @@ from scalar.domain.tier import Tier
 from scalar.engine import pending_index
 from scalar.engine.actions import Action, WorkPlacement
 from scalar.engine.cost_band import SpotRisk, spot_risk
-from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of
+from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of, paid_gpus_now
 from scalar.engine.groups import availability_of
 from scalar.engine.lifecycle import JobState, OrderStatus
 from scalar.engine.state import (
@@ -108,6 +108,7 @@ class BlockView:
     paid_gpu_s: Decimal = Decimal(0)
     busy_gpu_s_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
     busy_gpus_by_tenant: Mapping[str, Decimal] = field(default_factory=dict)
+    paid_gpus: int | None = None  # GPUs paid for per second as of ``accounted_at`` (None: every node's)
     sold_back_gpu_s: Decimal = Decimal(0)
     sold_back_revenue: Decimal = Decimal(0)
     sold_back_cost: Decimal = Decimal(0)
@@ -270,6 +271,7 @@ def block_view(rec: BlockRecord, state: ClusterState) -> BlockView:
         paid_gpu_s=rec.paid_gpu_s,
         busy_gpu_s_by_tenant=busy_by_tenant(state, rec.busy_gpu_s_by_job),
         busy_gpus_by_tenant=busy_by_tenant(state, busy_gpus_now(state, rec)),
+        paid_gpus=paid_gpus_now(state, rec),
         sold_back_gpu_s=rec.sold_back_gpu_s,
         sold_back_revenue=rec.sold_back_revenue,
         sold_back_cost=rec.sold_back_cost,

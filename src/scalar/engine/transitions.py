@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from scalar.domain.contracts import known_work_s, run_work_s
 from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
-from scalar.engine.actions import ReleaseBlock, StopWork
+from scalar.domain.release import billing_unit_s
+from scalar.engine.actions import ReleaseBlock, ReleaseNodes, StopWork
 from scalar.engine.config import ControllerConfig
 from scalar.engine.lifecycle import NODE_STAGE, JobState, is_legal
 from scalar.engine.state import BlockRecord, ClusterState, GroupRecord, JobRecord, NodeRecord
@@ -112,6 +113,31 @@ def lose_node(
             node.id,
         )
     refresh_slice(state, node.slice_id)
+    if target is NodeState.FAILED:
+        stop_failed_node(state, node, reason)
+
+
+def stop_failed_node(state: ClusterState, node: NodeRecord, reason: Reason) -> None:
+    """A failed node of an open block whose seller bills running time, while other nodes of the block live
+    on: ask the seller to stop it, so it is not paid for (the accounting stops counting it now,
+    ``engine/costs.py`` ``paid_node``). A block with no live node left is released whole
+    (``release_dead_blocks``); a block paid whole is paid for anyway."""
+    block = state.blocks.get(node.block_id)
+    if block is None or not block.open or block.fixed or billing_unit_s(block.grant.provider) is None:
+        return
+    if not any(state.nodes[n].live for n in block.node_ids if n in state.nodes):
+        return
+    why = Reason(
+        "node_failed",
+        f"node {node.id} of block {block.grant.block_id} failed ({reason.message}); {block.grant.provider} "
+        f"bills each node while it runs, so it is stopped while the block's other nodes work",
+        "node",
+        have=node.id,
+    )
+    action = ReleaseNodes(
+        state.next_id("act"), why, block.grant.block_id, block.grant.provider, (node.id,), "node_failed"
+    )
+    state.emit(action, (block.grant.block_id, block.group, node.id))
 
 
 def refresh_slice(state: ClusterState, slice_id: str) -> None:
@@ -159,6 +185,21 @@ def release_block(state: ClusterState, block: BlockRecord, why: str, reason: Rea
     for node_id in block.node_ids:
         node = state.nodes.get(node_id)
         if node is not None and node.live:
+            lose_node(state, node, NodeState.TERMINATED, reason)
+
+
+def release_nodes(
+    state: ClusterState, block: BlockRecord, nodes: list[NodeRecord], why: str, reason: Reason
+) -> None:
+    """Stop paying for some nodes of a block whose seller bills running time: a ``ReleaseNodes``, then
+    those nodes TERMINATED (nothing runs on them); the block stays open with the others."""
+    ids = tuple(n.id for n in nodes if n.live)
+    if not ids:
+        return
+    action = ReleaseNodes(state.next_id("act"), reason, block.grant.block_id, block.grant.provider, ids, why)
+    state.emit(action, (block.grant.block_id, block.group, *ids))
+    for node in nodes:
+        if node.live:
             lose_node(state, node, NodeState.TERMINATED, reason)
 
 

@@ -78,6 +78,17 @@ class WorkRunner(Protocol):
 
 
 @runtime_checkable
+class NodeReleaser(Protocol):
+    """A seller billing running time whose nodes end one by one (Prime Intellect's pods, the built-in
+    market's hourly sellers): some nodes of a block go while the others run on."""
+
+    def release_nodes(self, block_id: str, node_ids: Sequence[str], now: datetime) -> None:
+        """Stop ``node_ids`` of ``block_id`` (their jobs are killed) and stop paying for them; nodes already
+        gone are fine. Raises ``ProviderError`` for a node not of the block or a block paid whole."""
+        ...
+
+
+@runtime_checkable
 class Reseller(Protocol):
     """A seller of contracts whose buyers may sell unused time back (SFCompute, and the built-in market's
     face of it): a sell order on part or all of a block's remaining time, keyed like a purchase."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock
+from scalar.engine.actions import Action, BuyCapacity, ReleaseBlock, ReleaseNodes
 from scalar.engine.state import ClusterState
 from scalar.store import Store, Tx
 from scalar.store import auth as repo
@@ -418,7 +418,7 @@ def audit_entries(actions: Sequence[Action], state: ClusterState, now: datetime)
                     "reason": action.reason.code,
                 }
                 entries.append(AuditEntry(now, tenant, CONTROLLER_ACTOR, "buy", action.action_id, data))
-        elif isinstance(action, ReleaseBlock):
+        elif isinstance(action, (ReleaseBlock, ReleaseNodes)):
             block = state.blocks.get(action.block_id)
             order = state.orders.get(block.order_key) if block is not None and block.order_key else None
             bought_for = order.for_jobs if order is not None else ()
@@ -430,6 +430,8 @@ def audit_entries(actions: Sequence[Action], state: ClusterState, now: datetime)
                     "bought_for_jobs": served,
                     "reason": action.reason.code,
                 }
+                if isinstance(action, ReleaseNodes):
+                    data["node_ids"] = list(action.node_ids)
                 entries.append(AuditEntry(now, tenant, CONTROLLER_ACTOR, "release", action.action_id, data))
     return entries
 

@@ -30,6 +30,7 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    ReleaseNodes,
     SaleUpdated,
     SellCapacity,
     StartWork,
@@ -38,7 +39,7 @@ from scalar.engine import (
 )
 from scalar.engine.codec import action_to_dict
 from scalar.engine.events import Event
-from scalar.providers.base import Provider, ProviderError, Reseller, WorkRunner
+from scalar.providers.base import NodeReleaser, Provider, ProviderError, Reseller, WorkRunner
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,11 @@ def execute(payload: Mapping[str, Any], providers: Mapping[str, Provider], now: 
         if isinstance(action, ReleaseBlock):
             provider.release(action.block_id, now)
             return Outcome(result={"released": action.block_id})
+        if isinstance(action, ReleaseNodes):
+            if not isinstance(provider, NodeReleaser):
+                raise ProviderError(provider.name, "does not stop single nodes of a block", retryable=False)
+            provider.release_nodes(action.block_id, action.node_ids, now)
+            return Outcome(result={"released": action.block_id, "nodes": list(action.node_ids)})
         if isinstance(action, SellCapacity):
             if not isinstance(provider, Reseller):
                 raise ProviderError(provider.name, "takes no sell orders on its contracts", retryable=False)

@@ -35,6 +35,7 @@ from scalar.engine import (
     Controller,
     MarketObserved,
     ReleaseBlock,
+    ReleaseNodes,
     SellCapacity,
     StartWork,
     Tick,
@@ -216,7 +217,7 @@ class Leader:
         state = self.controller.state
         if isinstance(action, BuyCapacity):
             return action.request.provider, {}
-        if isinstance(action, SellCapacity):
+        if isinstance(action, (SellCapacity, ReleaseNodes)):
             return action.provider, {}
         if isinstance(action, ReleaseBlock):
             block = state.blocks.get(action.block_id)

@@ -272,7 +272,10 @@ def block_account(row: Any, now: datetime) -> BlockAccount:
     until = min(now, end)
     if until <= since:
         return account
-    gpus = int(data.get("gpus_per_node", 0)) * len(data.get("node_ids", []))
+    paid = data.get("paid_gpus")  # the nodes still paid for (older projections: every node)
+    gpus = (
+        int(paid) if paid is not None else int(data.get("gpus_per_node", 0)) * len(data.get("node_ids", []))
+    )
     busy_now = {t: Decimal(v) for t, v in (data.get("busy_gpus_by_tenant") or {}).items()}
     price = Decimal(data.get("price_per_gpu_hour") or 0)
     return extrapolate(account, busy_now, gpus, price, exact_seconds(until - since))

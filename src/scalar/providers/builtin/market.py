@@ -285,6 +285,37 @@ class BuiltinMarket:
                 update(schema.blocks).where(schema.blocks.c.block_id == block_id).values(released_us=at_us)
             )
 
+    @_database_errors
+    def release_nodes(
+        self, block_id: str, node_ids: Sequence[str], now: datetime, provider: str | None = None
+    ) -> None:
+        """Stop some nodes of a block of a seller billing running time: they terminate, their jobs are
+        killed, the block's other nodes run on. Nodes already stopped are fine; a node of another block,
+        or a block paid whole (SFCompute: sell its time back instead), is refused."""
+        name = provider or MARKET
+        with self._at(now, name) as (conn, at_us):
+            block = conn.execute(select(schema.blocks).where(schema.blocks.c.block_id == block_id)).first()
+            if block is None or (provider is not None and block.provider != provider):
+                raise ProviderError(name, f"no block {block_id!r} was sold by {name}", retryable=False)
+            if block.provider == SFCOMPUTE:
+                raise ProviderError(
+                    name,
+                    f"block {block_id} is a contract paid whole: release the block or sell its nodes' time back",
+                    retryable=False,
+                )
+            rows = node_rows(conn, schema.nodes.c.block_id == block_id)
+            known = {row.node_id for row in rows}
+            strangers = [n for n in node_ids if n not in known]
+            if strangers:
+                raise ProviderError(
+                    name, f"nodes {', '.join(strangers)} are not of block {block_id}", retryable=False
+                )
+            wanted = set(node_ids)
+            chosen = [row for row in rows if row.node_id in wanted]
+            write_events(
+                conn, terminate_nodes(conn, chosen, at_us, CAUSE_RELEASED, "released by the buyer", {})
+            )
+
     def _sell_back(
         self, conn: Connection, block: Any, live_nodes: int, at_us: int
     ) -> tuple[int, Decimal] | None:
@@ -552,6 +583,9 @@ class MarketProvider:
 
     def release(self, block_id: str, now: datetime) -> None:
         self.market.release(block_id, now, provider=self.name)
+
+    def release_nodes(self, block_id: str, node_ids: Sequence[str], now: datetime) -> None:
+        self.market.release_nodes(block_id, node_ids, now, provider=self.name)
 
     def sell(
         self,

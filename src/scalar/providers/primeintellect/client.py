@@ -362,6 +362,20 @@ class PrimeIntellectProvider:
         for pod in self._block_pods(block_id):
             self.delete_pod(pod.pod_id)
 
+    def release_nodes(self, block_id: str, node_ids: Sequence[str], now: datetime) -> None:
+        """Delete some pods of the block (``DELETE /pods/{id}``; a node is a pod, billed while it runs);
+        pods already gone are fine, a pod of another block is refused."""
+        with self._lock:
+            strangers = [n for n in node_ids if self._pods.get(n, block_id) != block_id]
+        if strangers:
+            raise ProviderError(
+                self.name,
+                f"pods {', '.join(strangers)} are not of block {block_id}; release them with their own block",
+                retryable=False,
+            )
+        for pod_id in node_ids:
+            self.delete_pod(pod_id)
+
     # -- node lifecycle ------------------------------------------------------------------------------
     def pod_statuses(self, pod_ids: Sequence[str]) -> dict[str, Fields]:
         """``GET /pods/status?pod_ids=..`` -> status rows by pod id."""

@@ -4,7 +4,8 @@ This is what the runtime does, in virtual time and one process: at each moment i
 what happened (``MarketObserved`` once per market hour and after its own orderbook purchases,
 ``JobSubmitted`` for arrivals, ``NodeReported`` for the market's events, ``Tick`` otherwise), executes the
 actions it answers with (``BuyCapacity`` -> ``buy``, ``StartWork`` -> ``start_work`` on every node of the
-placement, ``StopWork`` -> ``stop_work``, ``ReleaseBlock`` -> ``release``) and feeds the sellers' answers
+placement, ``StopWork`` -> ``stop_work``, ``ReleaseBlock`` -> ``release``,
+``ReleaseNodes`` -> ``release_nodes``) and feeds the sellers' answers
 back at the same instant (``OrderUpdated``, ``JobStarted``) until the controller has nothing more to do.
 No decision is made here.
 
@@ -32,6 +33,7 @@ from scalar.engine import (
     NodeReported,
     OrderUpdated,
     ReleaseBlock,
+    ReleaseNodes,
     SaleUpdated,
     SellCapacity,
     StartWork,
@@ -179,6 +181,11 @@ class EngineDriver:
             s.release(action.provider, action.block_id, now)
             bill = s.ledger.blocks.get(action.block_id)
             for node_id in bill.grant.node_ids if bill is not None else ():
+                self.live.pop(node_id, None)
+            return []
+        if isinstance(action, ReleaseNodes):
+            s.release_nodes(action.provider, action.block_id, action.node_ids, now)
+            for node_id in action.node_ids:
                 self.live.pop(node_id, None)
             return []
         if isinstance(action, SellCapacity):  # the simulator's bill has no resale: the offer is declined

@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 
 from scalar.domain.market import CAUSE_PREEMPTED, CapacityRequest, NodeEvent, NodeState, Order, OrderState
 from scalar.domain.offers import SFCOMPUTE, Offer
+from scalar.providers.base import NodeReleaser, ProviderError
 from scalar.providers.builtin import schema
 from scalar.providers.builtin.clock import US_PER_HOUR, from_us, to_us
 from scalar.providers.builtin.lifecycle import JOB_KILLED
@@ -159,6 +160,19 @@ class MarketSession:
         if bill is not None:
             for node_id in bill.grant.node_ids:
                 self.occupancy.node_stopped(node_id, now)
+
+    def release_nodes(self, provider: str, block_id: str, node_ids: Sequence[str], now: datetime) -> None:
+        """Stop some nodes of a block billed per node while it runs; the bill stops for them now."""
+        self._dirty = True
+        seller = self.providers[provider]
+        if not isinstance(seller, NodeReleaser):
+            raise ProviderError(provider, "does not stop single nodes of a block", retryable=False)
+        seller.release_nodes(block_id, node_ids, now)
+        bill = self.ledger.blocks.get(block_id)
+        for node_id in node_ids:
+            if bill is not None:
+                bill.stopped.setdefault(node_id, now)
+            self.occupancy.node_stopped(node_id, now)
 
     def start_work(
         self, node_id: str, job_id: str, duration_s: int, now: datetime, gpus: Sequence[int] = ()
