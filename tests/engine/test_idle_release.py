@@ -224,8 +224,8 @@ def test_an_idle_pod_of_a_block_goes_alone_while_the_other_pod_works() -> None:
     c.step(at(5_060), [tick()])
     [block] = c.blocks()
     assert block.paid_gpu_s - paid == 2 * 1_000
-    # Spend limits count the released pod's commitment only to its release: $2.50 x 2 GPUs an hour left.
-    assert rate_at(commitments(c.state, at(5_060)), GLOBAL, at(5_060)) == Decimal("5.00")
+    # Spend limits count the block at its full rate until it is released (docs/budgets.md, "Known limits").
+    assert rate_at(commitments(c.state, at(5_060)), GLOBAL, at(5_060)) == Decimal("10.00")
     # Released once; the busy pod stays.
     assert only(c.step(at(6_000), [tick()]), ReleaseNodes) == []
 

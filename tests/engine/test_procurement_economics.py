@@ -566,3 +566,36 @@ def test_a_restarted_service_goes_where_it_is_back_in_time_else_soonest(
             assert set(kept) <= set(costs)  # the preferred provider's hosts first, as for any FAST job
     else:
         assert all(waits[v] == min(waits.values()) for v in kept)
+
+
+def test_a_spot_order_leaves_room_for_the_price_to_move_and_never_passes_the_cap() -> None:
+    # A 5-hour job goes on spot at $0.10/GPU-h: its limit is 10% over the price last seen, since spot prices
+    # move before the order lands (an order at exactly the old price is refused when they rose).
+    buy = _bought_cheap(5)
+    assert buy.request.spot and buy.request.limit_price_per_gpu_hour == Decimal("0.11")
+    assert "spot price in us-east-1 when last seen, $0.10/GPU-h, +10% for its move" in buy.reason.message
+    # Configurable; 0 is the observed price itself.
+    assert _bought_cheap(
+        5, replace(CONFIG, spot_limit_headroom=0.25)
+    ).request.limit_price_per_gpu_hour == Decimal("0.125")
+    assert _bought_cheap(
+        5, replace(CONFIG, spot_limit_headroom=0)
+    ).request.limit_price_per_gpu_hour == Decimal("0.10")
+    # On-demand prices do not move: the limit is the price (a 15-hour job goes on demand, above).
+    on_demand = _bought_cheap(15)
+    assert not on_demand.request.spot and on_demand.request.limit_price_per_gpu_hour == Decimal("1.30")
+    # Never over the tier's cap: with FLEX capped at $0.105/GPU-h the limit is the cap.
+    tiers = {
+        **CONFIG.tiers,
+        Tier.FLEX: replace(CONFIG.tiers[Tier.FLEX], max_price_per_gpu_hour=Decimal("0.105")),
+    }
+    assert _bought_cheap(5, replace(CONFIG, tiers=tiers)).request.limit_price_per_gpu_hour == Decimal("0.105")
+
+
+def test_the_spot_limit_headroom_is_checked_when_configured() -> None:
+    for bad in (-0.1, 1.5, True, "0.1", math.nan):
+        with pytest.raises(ConfigError) as err:
+            replace(CONFIG, spot_limit_headroom=bad)
+        assert err.value.field == "spot_limit_headroom"
+        assert "0 for the price itself" in str(err.value)
+    assert ControllerConfig.from_dict({"spot_limit_headroom": 0.2}).spot_limit_headroom == 0.2

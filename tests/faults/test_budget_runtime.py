@@ -15,12 +15,13 @@ from sqlalchemy import select
 
 from scalar.engine import BuyCapacity, Controller, ControllerConfig
 from scalar.engine.budget import BudgetLimit
+from scalar.engine.events import OrderUpdated
 from scalar.providers.builtin import schema as market_schema
 from scalar.runtime import ControlPlane, budgets
 from scalar.store import Store, make_engine
 from scalar.store import budget as ledger
 from tests.api.real_control_plane import real_api
-from tests.engine.builders import at, market, prime_offer, spec, submit
+from tests.engine.builders import at, filled, grant, market, prime_offer, spec, submit
 from tests.runtime.helpers import Clock, audit, drive, job, settings_for
 
 
@@ -88,6 +89,30 @@ def test_a_refused_purchase_stays_refused_while_the_engine_still_holds_it_in_fli
             rows = {r.action_id: r for r in ledger.all_spend(tx.conn)}
         assert rows[buy.action_id].ends_at == rows[buy.action_id].starts_at
         assert rows["first"].ends_at > rows["first"].starts_at
+
+
+def test_a_filled_purchase_counts_at_the_price_granted_not_its_limit(db_url: str) -> None:
+    """A spot order's limit is over the price last seen (``spot_limit_headroom``); once the seller fills it,
+    the recorded commitment is the block's granted rate, from the next check on."""
+    from scalar.store import migrate
+
+    migrate(db_url)
+    with Store.open(db_url) as store:
+        with store.write() as tx:
+            ledger.replace_limits(tx.conn, budgets.to_rows([BudgetLimit("global", Decimal(100))]), at(0))
+        c, buy = _a_purchase()
+        with store.write() as tx:
+            assert budgets.gate(tx, c.state, [buy], at(0)) == {}
+        # The seller fills it at $2.00/GPU-h, under the $2.50 limit: 8 GPUs, $16/h.
+        order = filled(buy, at(30)).order
+        block = replace(grant(buy, at(30)), price_per_gpu_hour=Decimal("2.00"))
+        c.step(at(30), [OrderUpdated("fill", buy.action_id, replace(order, block=block))])
+        with store.write() as tx:
+            budgets.gate(tx, c.state, [replace(buy, action_id="next")], at(31))
+        with store.read() as tx:
+            rows = {r.action_id: r for r in ledger.all_spend(tx.conn)}
+        assert rows[buy.action_id].usd_per_hour == Decimal(16)
+        assert rows["next"].usd_per_hour == Decimal(20)  # not filled yet: at its limit
 
 
 def test_a_limit_the_engine_has_not_heard_of_refuses_in_the_transaction_and_nothing_is_bought(

@@ -33,12 +33,11 @@ from scalar.domain.errors import InvalidSpecError
 from scalar.domain.market import BlockGrant
 from scalar.domain.money import cents_text, usd_cents
 from scalar.domain.reasons import Reason
-from scalar.domain.release import billing_unit_s
 from scalar.domain.timefmt import exact_seconds
 from scalar.engine.lifecycle import OrderStatus
 
 if TYPE_CHECKING:
-    from scalar.engine.state import BlockRecord, ClusterState
+    from scalar.engine.state import ClusterState
 
 BUDGET_EXCEEDED = "budget_exceeded"
 GLOBAL = "global"
@@ -257,30 +256,8 @@ def commitments(state: ClusterState, now: datetime) -> list[Commitment]:
             continue
         bought = state.orders.get(block.order_key) if block.order_key else None
         shares = shares_of_jobs(state, bought.for_jobs) if bought is not None else {SHARED: Decimal(1)}
-        key = block.order_key or grant.block_id
-        stops = _node_stops(state, block, end)
-        if stops is None:
-            out.append(block_commitment(key, grant, end, shares))
-            continue
-        per_node = grant.cost_per_hour / len(grant.node_ids)
-        for stop, count in sorted(stops.items()):
-            out.append(
-                Commitment(key, per_node * count, grant.start_time, max(stop, grant.start_time), shares)
-            )
+        out.append(block_commitment(block.order_key or grant.block_id, grant, end, shares))
     return out
-
-
-def _node_stops(state: ClusterState, block: BlockRecord, end: datetime) -> dict[datetime, int] | None:
-    """When each node of a block billed per node stops counting (a node that stopped before ``end``: when
-    it stopped), as node counts per time; ``None`` when every node counts to ``end``."""
-    if billing_unit_s(block.grant.provider) is None or not block.grant.node_ids:
-        return None
-    stops: dict[datetime, int] = {}
-    for node_id in block.grant.node_ids:
-        node = state.nodes.get(node_id)
-        stop = end if node is None or node.live else min(end, node.state_at)
-        stops[stop] = stops.get(stop, 0) + 1
-    return None if list(stops) == [end] else stops
 
 
 @dataclass(frozen=True, slots=True)

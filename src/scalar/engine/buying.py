@@ -46,7 +46,12 @@ class Price:
     reason: Reason
 
 
-def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal | None) -> Price | Reason:
+def limit_price(
+    state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal | None, spot_headroom: float = 0.0
+) -> Price | Reason:
+    """The limit of a purchase: an orderbook's optimal level; a fixed price as offered, a spot price (which
+    moves between two observations of the market) that plus ``spot_headroom`` of it, never over the tier's
+    cap. The seller charges its price at the fill, never more than the limit."""
     offer = rec.offer
     assert offer is not None
     book = state.books.get(rec.instance_type)
@@ -99,6 +104,24 @@ def limit_price(state: ClusterState, rec: GroupRecord, gpus: int, cap: Decimal |
             str(per_gpu),
             str(cap),
         )
+    if offer.spot and spot_headroom > 0:
+        limit = (per_gpu * (1 + Decimal(str(spot_headroom)))).quantize(Decimal("0.000001"))
+        if cap is not None:
+            limit = min(limit, cap)
+        note = (
+            f"{rec.provider}'s spot price in {offer.region} when last seen, {usd(per_gpu)}/GPU-h, "
+            f"+{spot_headroom:.0%} for its move before the order lands"
+        )
+        why = Reason(
+            "offer_price",
+            f"{rec.provider} sold {rec.instance_type} spot at {usd(per_gpu)}/GPU-h in {offer.region} when last "
+            f"seen; the order's limit is {usd(limit)}/GPU-h ({spot_headroom:.0%} above, within the "
+            f"{rec.tier.value} cap) and the seller charges its price at the fill",
+            "price_per_gpu_hour",
+            need=str(limit),
+            have=str(per_gpu),
+        )
+        return Price(limit, note, why)
     note = f"{rec.provider}'s offer price in {offer.region}"
     why = Reason(
         "offer_price",
@@ -168,7 +191,9 @@ def purchase_step(
         offer = rec.offer
         assert offer is not None
         gpus_per_node = int(offer.gpu_count)
-        price = limit_price(state, rec, nodes * gpus_per_node, config.cap_for(rec.tier))
+        price = limit_price(
+            state, rec, nodes * gpus_per_node, config.cap_for(rec.tier), config.spot_limit_headroom
+        )
         if isinstance(price, Reason):
             out.unmet_jobs(jobs, price)
             continue

@@ -144,6 +144,10 @@ SEED_SCORE = "seed"
 PACKING_SCORES = (SCALAR_SCORE, SEED_SCORE)
 
 
+# A spot order's limit over the price last seen, as a fraction of it (the cost band's tolerance).
+DEFAULT_SPOT_LIMIT_HEADROOM = 0.10
+
+
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
     """Everything the controller decides with. Times in seconds.
@@ -185,6 +189,10 @@ class ControllerConfig:
       interruptions, per unit of work: ``domain.contracts.rework_fraction``) stays within this, when any
       host keeps it there (default 1.0: expected done within twice its run; ``inf``: no limit, spot is used
       up to where its rework eats its discount).
+    - ``spot_limit_headroom``: a spot purchase's limit price is the spot price last observed plus this
+      fraction of it (default 0.10, the cost band's tolerance), never over the tier's cap: spot prices move
+      between two observations of the market, and an order at exactly the old price is refused when they
+      rose (its group then backs off). The seller charges its price at the fill. 0: the observed price.
     - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
       preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
       preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
@@ -219,6 +227,7 @@ class ControllerConfig:
     fast_max_wait_s: float = DEFAULT_FAST_MAX_WAIT_S
     fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
     flex_max_rework: float = DEFAULT_FLEX_MAX_REWORK
+    spot_limit_headroom: float = DEFAULT_SPOT_LIMIT_HEADROOM
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
@@ -298,6 +307,16 @@ class ControllerConfig:
                 "flex_max_rework",
                 f"must be a number >= 0 (work redone per unit of work), got {self.flex_max_rework!r}",
                 "leave it out for 1.0 (a FLEX job expected done within twice its run); inf for no limit",
+            )
+        if (
+            isinstance(self.spot_limit_headroom, bool)
+            or not isinstance(self.spot_limit_headroom, int | float)
+            or not 0 <= self.spot_limit_headroom <= 1
+        ):
+            raise ConfigError(
+                "spot_limit_headroom",
+                f"must be a fraction from 0 to 1 of the observed spot price, got {self.spot_limit_headroom!r}",
+                "leave it out for 0.10 (a spot order's limit 10% over the price last seen); 0 for the price itself",
             )
         limit = self.fast_preference_limit
         if limit is not None and (

@@ -59,17 +59,20 @@ def commitment_of(row: ledger.SpendRow) -> Commitment:
     return Commitment(row.action_id, row.usd_per_hour, row.starts_at, row.ends_at, shares)
 
 
-def _engine_end(state: ClusterState, live: Mapping[str, Commitment], action_id: str) -> datetime | None:
-    """Where the engine says a recorded purchase's span ends; ``None`` if the engine does not know it."""
+def _engine_span(
+    state: ClusterState, live: Mapping[str, Commitment], action_id: str
+) -> tuple[datetime, Decimal | None] | None:
+    """Where the engine says a recorded purchase's span ends, and its rate once filled (the price the
+    seller granted, not the order's limit); ``None`` if the engine does not know it."""
     order = state.orders.get(action_id)
     if order is None:
         return None
-    if action_id in live:
-        return live[action_id].end
+    if action_id in live and (order.block_id is None or order.block_id not in state.blocks):
+        return live[action_id].end, None
     block = state.blocks.get(order.block_id) if order.block_id else None
     if block is not None:
-        return block.released_at or block.ended_at or block.grant.end_time
-    return order.placed_at  # rejected, cancelled or expired unfilled: it spent nothing
+        return block.released_at or block.ended_at or block.grant.end_time, block.grant.cost_per_hour
+    return order.placed_at, None  # rejected, cancelled or expired unfilled: it spent nothing
 
 
 def gate(tx: Tx, state: ClusterState, actions: Sequence[Action], now: datetime) -> dict[str, Reason]:
@@ -89,10 +92,13 @@ def gate(tx: Tx, state: ClusterState, actions: Sequence[Action], now: datetime) 
                 # refused, or ended unfilled: final. The engine still holds a refused purchase as in flight
                 # until its REJECTED result is stored, and must not stretch it back into a commitment.
                 continue
-            end = _engine_end(state, live, row.action_id)
-            if end is not None and end != row.ends_at:
-                ledger.move_end(conn, row.action_id, end)
-                row = ledger.SpendRow(row.action_id, row.usd_per_hour, row.starts_at, end, row.shares)
+            span = _engine_span(state, live, row.action_id)
+            if span is not None:
+                end, rate = span
+                rate = row.usd_per_hour if rate is None else rate
+                if end != row.ends_at or rate != row.usd_per_hour:
+                    ledger.move_end(conn, row.action_id, end, rate)
+                    row = ledger.SpendRow(row.action_id, rate, row.starts_at, end, row.shares)
             existing.append(commitment_of(row))
     refused: dict[str, Reason] = {}
     rows: list[ledger.SpendRow] = []

@@ -93,9 +93,15 @@ def record_spend(conn: Connection, rows: Iterable[SpendRow], now: datetime) -> N
         conn.execute(insert(budget_spend), values)
 
 
-def move_end(conn: Connection, action_id: str, ends_at: datetime) -> None:
-    """A purchase's span ends at ``ends_at`` now (refused, rejected, released or ended early)."""
-    conn.execute(update(budget_spend).where(budget_spend.c.action_id == action_id).values(ends_at=ends_at))
+def move_end(
+    conn: Connection, action_id: str, ends_at: datetime, usd_per_hour: Decimal | None = None
+) -> None:
+    """A purchase's span ends at ``ends_at`` now (refused, rejected, released or ended early); with
+    ``usd_per_hour``, its rate is that now (the price the seller granted, under the order's limit)."""
+    values: dict[str, Any] = {"ends_at": ends_at}
+    if usd_per_hour is not None:
+        values["usd_per_hour"] = usd_per_hour
+    conn.execute(update(budget_spend).where(budget_spend.c.action_id == action_id).values(**values))
 
 
 def _spend(r: Any) -> SpendRow:
