@@ -10,54 +10,31 @@ from decimal import Decimal
 from pathlib import Path
 
 from scalar.domain.market import NodeState
-from scalar.engine import Action, Controller, ControllerConfig, ReleaseBlock, ReleaseNodes
-from scalar.engine.events import Event, MarketObserved, NodeReported
+from scalar.engine import ReleaseBlock, ReleaseNodes
+from scalar.engine.events import MarketObserved
 from scalar.engine.lifecycle import JobState
 from scalar.providers.sim import BuiltinMarket, MarketConfig
-from scalar.runtime.executor import execute, outbox_payload
 from tests.engine.builders import T0, sid, spec, starts, submit
 from tests.engine.test_costs import assert_report_adds_up
+from tests.runtime.test_resale_builtin import Loop
 
 PROVIDER = "aws"
 
 
-class Loop:
-    """The leader's loop in miniature for one seller: step the controller, execute its actions against the
-    market, feed the answers and the market's node events back."""
+class HourlyLoop(Loop):
+    """The resale test's loop on a seller billing per node, observing its on-demand offers only."""
 
     def __init__(self, market: BuiltinMarket) -> None:
-        self.seller = market.provider(PROVIDER)
-        self.c = Controller(ControllerConfig(idle_release_s=3600))
-        self.cursor = 0
-        self.actions: list[Action] = []
+        super().__init__(market, PROVIDER, idle_release_s=3600)
 
     def observed(self, now: object) -> MarketObserved:
         offers = tuple(o for o in self.seller.list_offers(now) if not o.spot)  # type: ignore[arg-type]
         return MarketObserved(sid("m"), offers, now, {}, (PROVIDER,))  # type: ignore[arg-type]
 
-    def step(self, now: object, events: list[Event]) -> list[Action]:
-        node_events, self.cursor = self.seller.events_since(self.cursor, now)  # type: ignore[arg-type]
-        feed = [*events, *(NodeReported(sid("n"), e) for e in node_events)]
-        actions = self.c.step(now, feed)  # type: ignore[arg-type]
-        self.actions.extend(actions)
-        answers: list[Event] = []
-        for action in actions:
-            blocks = {}
-            for node_id in getattr(action, "node_ids", ()) or ():
-                rec = self.c.state.nodes.get(node_id)
-                if rec is not None:
-                    blocks[node_id] = rec.block_id
-            outcome = execute(outbox_payload(action, PROVIDER, blocks), {PROVIDER: self.seller}, now)  # type: ignore[arg-type]
-            assert not outcome.retry and not outcome.failed, outcome.error
-            answers.extend(outcome.events)
-        if answers:
-            actions += self.step(now, answers)
-        return actions
-
 
 def test_the_idle_node_of_a_working_block_is_released_alone(tmp_path: Path) -> None:
     market = BuiltinMarket(f"sqlite:///{tmp_path / 'm.db'}", MarketConfig(seed=6))
-    loop = Loop(market)
+    loop = HourlyLoop(market)
     offer = min(loop.observed(T0).offers, key=lambda o: (o.gpu_count, o.price_per_hour, o.key))
     gpus = int(offer.gpu_count)
     shape = {

@@ -18,13 +18,17 @@ from tests.engine.test_costs import assert_report_adds_up
 
 
 class Loop:
-    """The leader's loop in miniature: step the controller, execute its actions against the market, feed
-    the answers and the market's node events back."""
+    """The leader's loop in miniature for one seller: step the controller, execute its actions against the
+    market, feed the answers and the market's node events back."""
 
-    def __init__(self, market: BuiltinMarket) -> None:
+    def __init__(
+        self, market: BuiltinMarket, provider: str = "sfcompute", idle_release_s: float = 10**6
+    ) -> None:
         self.market = market
-        self.sfc = market.provider("sfcompute")
-        self.c = Controller(ControllerConfig(idle_release_s=10**6))
+        self.provider = provider
+        self.seller = market.provider(provider)
+        self.sfc = self.seller
+        self.c = Controller(ControllerConfig(idle_release_s=idle_release_s))
         self.cursor = 0
         self.actions: list[Action] = []
 
@@ -35,20 +39,20 @@ class Loop:
         return MarketObserved(sid("m"), tuple(self.sfc.list_offers(now)), now, books, ("sfcompute",))  # type: ignore[arg-type]
 
     def step(self, now: object, events: list[Event]) -> list[Action]:
-        node_events, self.cursor = self.sfc.events_since(self.cursor, now)  # type: ignore[arg-type]
+        node_events, self.cursor = self.seller.events_since(self.cursor, now)  # type: ignore[arg-type]
         feed = [*events, *(NodeReported(sid("n"), e) for e in node_events)]
         actions = self.c.step(now, feed)  # type: ignore[arg-type]
         self.actions.extend(actions)
         answers: list[Event] = []
         for action in actions:
-            provider = "sfcompute"
             blocks = {}
             for node_id in getattr(action, "node_ids", ()) or ():
                 rec = self.c.state.nodes.get(node_id)
                 if rec is not None:
                     blocks[node_id] = rec.block_id
-            outcome = execute(outbox_payload(action, provider, blocks), {"sfcompute": self.sfc}, now)  # type: ignore[arg-type]
-            assert not outcome.retry, outcome.error
+            payload = outbox_payload(action, self.provider, blocks)
+            outcome = execute(payload, {self.provider: self.seller}, now)  # type: ignore[arg-type]
+            assert not outcome.retry and not outcome.failed, outcome.error
             answers.extend(outcome.events)
         if answers:
             actions += self.step(now, answers)
