@@ -67,11 +67,11 @@ def _engine_span(
     order = state.orders.get(action_id)
     if order is None:
         return None
-    if action_id in live and (order.block_id is None or order.block_id not in state.blocks):
-        return live[action_id].end, None
     block = state.blocks.get(order.block_id) if order.block_id else None
     if block is not None:
         return block.released_at or block.ended_at or block.grant.end_time, block.grant.cost_per_hour
+    if action_id in live:
+        return live[action_id].end, None  # in flight: at its limit
     return order.placed_at, None  # rejected, cancelled or expired unfilled: it spent nothing
 
 
