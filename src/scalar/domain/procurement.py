@@ -117,6 +117,9 @@ class ProcurementPolicy:
     # the default: the rule always holds; measured at 1.25). engine/cost_band.py.
     fast_preference_limit: Decimal | None = None
     short_service_interruptions: float = DEFAULT_SHORT_SERVICE_INTERRUPTIONS
+    # A spot group hosting FAST services keeps one free slice per this many of them (0: none), so that an
+    # interrupted one restarts there at once (engine/reserve.py); its restarts then cost no boot.
+    fast_spare_per_services: int = 0
     # Spot hazards (domain/contracts.py): a published interruption probability is per this many hours (the
     # Spot Advisor's bands are monthly); where none is published the seed's rate is assumed.
     interruption_period_hours: float = HOURS_PER_MONTH

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -66,6 +67,7 @@ from scalar.engine.groups import (
     routing_groups,
 )
 from scalar.engine.pass_outcomes import JobOutcome, Outcomes, held
+from scalar.engine.reserve import Reserve, restart_reserves
 from scalar.engine.scheduler import need_text
 from scalar.engine.state import (
     ClusterState,
@@ -350,16 +352,19 @@ def routing_step(
     now: datetime,
     demand: list[tuple[JobRecord, Eligibility]],
     out: Outcomes,
+    reserves: Mapping[str, Reserve] | None = None,
 ) -> Routed | None:
     """``route_demand`` over every group; each job is told where it goes (or why nowhere). ``None`` when
-    routing refused its input (never expected: the inputs are built here)."""
+    routing refused its input (never expected: the inputs are built here). ``reserves``: the spot groups'
+    restart reserves (engine/reserve.py), floors under their ``min_slices``."""
+    reserves = reserves or {}
     gang_sizes: dict[str, set[int]] = {}
     for _, where in demand:
         for view in where.views:
             base, k = base_of(view)
             if k is not None:
                 gang_sizes.setdefault(base, set()).add(k)
-    groups = routing_groups(state, now, gang_sizes)
+    groups = routing_groups(state, now, gang_sizes, {g: r.floor for g, r in reserves.items()})
     entries = _entries(state, demand, config.routing_memo)
     try:
         decision = route_demand(groups, entries, now, memo=config.routing_memo)
@@ -565,12 +570,15 @@ def _route_and_buy(
     update_priorities(state, config, demand.gpus, demand.cpu_ram)
     eligible = eligibility_step(state, config, demand.queue)
     banded = cost_band_step(state, config.procurement, now, eligible, out)
-    if not banded and not any(g.min_slices > 0 for g in state.groups.values()):
+    reserves = restart_reserves(state, config.fast_spare_per_services, now)
+    short = any(r.deficit > 0 for r in reserves.values())
+    if not banded and not short and not any(g.min_slices > 0 for g in state.groups.values()):
         # Nothing to route: no unplaced demand and no group to keep at a minimum size, so routing could
         # launch nothing. ``last_routing`` stays the last decision that had something to route.
         return None
-    routed = routing_step(state, config, now, banded, out)
+    routed = routing_step(state, config, now, banded, out, reserves)
     if routed is not None:
         passed = {rec.spec.job_id: where.passed_over for rec, where in banded}
-        purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed)
+        spares = {g: r.reason(config.fast_spare_per_services) for g, r in reserves.items() if r.deficit > 0}
+        purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed, spares)
     return routed

@@ -167,11 +167,13 @@ def purchase_step(
     new_demand: dict[str, list[JobRecord]],
     out: Outcomes,
     passed_over: Mapping[str, tuple[tuple[str, Reason], ...]] | None = None,
+    spares: Mapping[str, Reason] | None = None,
 ) -> None:
     """One ``BuyCapacity`` per group routing launches slices in (within its node headroom, at a limit
     price, within budgets); its jobs wait for it. Orders are placed one by one: a budget sees the ones
     placed before it. ``passed_over``: per job, the groups its cost band dropped and why (the purchase's
-    reason names the ones it beat)."""
+    reason names the ones it beat). ``spares``: per group short of its restart reserve, why (the reason of
+    a purchase made for no job there)."""
     headroom: dict[str, int] = {}
     for pending in decision.pending_groups:
         launches = pending.slices_to_launch
@@ -199,9 +201,11 @@ def purchase_step(
             continue
         headroom[base] -= nodes
         beat = _beaten(jobs, passed_over or {})
-        _place_order(
-            state, config, now, rec, gang, launches, unit, price, jobs, pending.launch_reason, out, beat
-        )
+        launch_reason = pending.launch_reason
+        spare = (spares or {}).get(pending.name)
+        if spare is not None and not jobs:
+            launch_reason = spare  # bought for no job: a spare for the group's FAST services' restarts
+        _place_order(state, config, now, rec, gang, launches, unit, price, jobs, launch_reason, out, beat)
 
 
 def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Reason], ...]]) -> str:

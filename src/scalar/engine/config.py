@@ -146,6 +146,7 @@ PACKING_SCORES = (SCALAR_SCORE, SEED_SCORE)
 
 # A spot order's limit over the price last seen, as a fraction of it (the cost band's tolerance).
 DEFAULT_SPOT_LIMIT_HEADROOM = 0.10
+DEFAULT_FAST_SPARE_PER_SERVICES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,9 @@ class ControllerConfig:
       fraction of it (default 0.10, the cost band's tolerance), never over the tier's cap: spot prices move
       between two observations of the market, and an order at exactly the old price is refused when they
       rose (its group then backs off). The seller charges its price at the fill. 0: the observed price.
+    - ``fast_spare_per_services``: a spot group whose nodes host FAST services keeps one slice free per
+      this many of them (those with an hour or more of expected run left), so that an interrupted service
+      restarts on it at once instead of waiting for a new node's boot (engine/reserve.py; 0: none).
     - ``fast_preference_limit``: ``None`` (the default): a FAST job keeps the seed's size rule whenever the
       preferred provider can host it now. A number >= 1: a short FAST service on its first run leaves the
       preferred provider for another host more than this factor cheaper for it (engine/cost_band.py).
@@ -228,6 +232,7 @@ class ControllerConfig:
     fast_restart_wait_s: float = DEFAULT_FAST_RESTART_WAIT_S
     flex_max_rework: float = DEFAULT_FLEX_MAX_REWORK
     spot_limit_headroom: float = DEFAULT_SPOT_LIMIT_HEADROOM
+    fast_spare_per_services: int = DEFAULT_FAST_SPARE_PER_SERVICES
     market_time_scales: Mapping[str, float] = field(default_factory=dict)
     packing_score: str = SCALAR_SCORE
     # Off by default: measured on Protocol B, it saves ~6% at a longer FAST wait (docs/decisions/procurement.md).
@@ -318,6 +323,13 @@ class ControllerConfig:
                 f"must be a fraction from 0 to 1 of the observed spot price, got {self.spot_limit_headroom!r}",
                 "leave it out for 0.10 (a spot order's limit 10% over the price last seen); 0 for the price itself",
             )
+        per = self.fast_spare_per_services
+        if isinstance(per, bool) or not isinstance(per, int) or per < 0:
+            raise ConfigError(
+                "fast_spare_per_services",
+                f"must be a whole number >= 0 (FAST services per spare slice), got {per!r}",
+                f"leave it out for {DEFAULT_FAST_SPARE_PER_SERVICES}; 0 keeps no spare",
+            )
         limit = self.fast_preference_limit
         if limit is not None and (
             isinstance(limit, bool)
@@ -374,6 +386,7 @@ class ControllerConfig:
             fast_preference_limit=(
                 None if self.fast_preference_limit is None else Decimal(str(self.fast_preference_limit))
             ),
+            fast_spare_per_services=self.fast_spare_per_services,
         )
 
     # ---- plain dicts (the config file) ---------------------------------------------------------------

@@ -225,6 +225,7 @@ class ControllerFile(_Table):
     fast_restart_wait_s: Annotated[float, AsWritten] = _default(ControllerConfig, "fast_restart_wait_s")
     flex_max_rework: Annotated[float, AsWritten] = _default(ControllerConfig, "flex_max_rework")
     spot_limit_headroom: Annotated[float, AsWritten] = _default(ControllerConfig, "spot_limit_headroom")
+    fast_spare_per_services: Annotated[int, AsWritten] = _default(ControllerConfig, "fast_spare_per_services")
     market_time_scales: Annotated[dict[str, float], AsWritten] = {}
     packing_score: Annotated[str, AsWritten] = _default(ControllerConfig, "packing_score")
     fast_preference_limit: Annotated[float | None, AsWritten] = None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -297,8 +297,14 @@ def node_headroom(state: ClusterState, rec: GroupRecord) -> int:
     return max(0, rec.max_slices * rec.slice_size - used)
 
 
-def routing_groups(state: ClusterState, now: datetime, gang_sizes: dict[str, set[int]]) -> list[ScaleGroup]:
-    """Every group as routing sees it, plus a gang view per gang size wanted or in flight."""
+def routing_groups(
+    state: ClusterState,
+    now: datetime,
+    gang_sizes: dict[str, set[int]],
+    floors: Mapping[str, int] | None = None,
+) -> list[ScaleGroup]:
+    """Every group as routing sees it, plus a gang view per gang size wanted or in flight. ``floors``: per
+    group, slices to keep live over its ``min_slices`` (the restart reserve's, engine/reserve.py)."""
     by_group: dict[str, list[tuple[int | None, SliceState | None, int]]] = {}
     for sid in state.live_slice_ids:
         sl = state.slices[sid]
@@ -316,8 +322,9 @@ def routing_groups(state: ClusterState, now: datetime, gang_sizes: dict[str, set
         max_base = max(len(base), rec.max_slices - gang_slots)
         shape = (offer.vcpu, offer.memory_gb, offer.gpu_count, offer.gpu_model, offer.spot)
         common = (rec.priority, availability, until)
+        minimum = max(rec.min_slices, floors.get(rec.name, 0)) if floors else rec.min_slices
         out.append(
-            _scale_group(rec.name, max_base, min(rec.min_slices, max_base), s, _counts(base), *shape, *common)
+            _scale_group(rec.name, max_base, min(minimum, max_base), s, _counts(base), *shape, *common)
         )
         # node_headroom(state, rec), from the group's live slices gathered above
         free_nodes = max(0, rec.max_slices * s - sum(s * math.ceil(n / s) for _, _, n in live))

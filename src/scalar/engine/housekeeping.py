@@ -33,6 +33,7 @@ from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.costs import paid_node
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
+from scalar.engine.reserve import RESTART_RESERVE_CODE, Reserve, restart_reserves
 from scalar.engine.state import BlockRecord, ClusterState, NodeRecord
 from scalar.engine.transitions import back_off, lose_node, older_than, release_block, release_nodes
 
@@ -277,6 +278,7 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
         if node.live:
             live_nodes[node.group] = live_nodes.get(node.group, 0) + 1
     hostable = _Hostable(state, config, now)
+    spares = _Spares(state, config, now)
     for block in state.open_blocks():
         if not block.open or block.fixed:
             continue
@@ -292,7 +294,7 @@ def release_idle(state: ClusterState, config: ControllerConfig, now: datetime) -
             continue  # a contract paid whole: only the whole block goes (or its time is sold back)
         for part in parts:
             if _release_part(state, config, block, part, whole=len(part) == len(nodes), hostable=hostable,
-                             live_nodes=live_nodes, now=now):  # fmt: skip
+                             live_nodes=live_nodes, spares=spares, now=now):  # fmt: skip
                 live_nodes[block.group] = live_nodes.get(block.group, 0) - len(part)
 
 
@@ -315,6 +317,7 @@ def _release_part(
     whole: bool,
     hostable: _Hostable,
     live_nodes: dict[str, int],
+    spares: _Spares,
     now: datetime,
 ) -> bool:
     """Release ``nodes`` of ``block`` (all of its live nodes when ``whole``) if they have been idle past
@@ -336,11 +339,16 @@ def _release_part(
     waiting = next((job for n in nodes if (job := hostable.queued_fits(n)) is not None), None)
     if waiting is not None:
         return False  # the packer places it on this node next; releasing would buy the node again
+    if not spares.may_release(block.group, {n.slice_id for n in nodes}):
+        reserve = spares.reserves[block.group]
+        if _first_keep_note(state, block.grant.block_id, RESTART_RESERVE_CODE):
+            state.note("block", block.grant.block_id, reserve.reason(config.fast_spare_per_services))
+        return False
     group = state.groups.get(block.group)
     keep = group.min_slices * group.slice_size if group is not None else 0
     left = live_nodes.get(block.group, 0) - len(nodes)
     if left < keep:
-        if _first_keep_note(state, block.grant.block_id):
+        if _first_keep_note(state, block.grant.block_id, "kept_for_min_slices"):
             minimum = group.min_slices if group is not None else 0
             size = group.slice_size if group is not None else 1
             state.note(
@@ -387,9 +395,35 @@ def _release_part(
     return True
 
 
-def _first_keep_note(state: ClusterState, block_id: str) -> bool:
-    """Tell a block's story of being kept for min_slices once, not every step."""
+def _first_keep_note(state: ClusterState, block_id: str, code: str) -> bool:
+    """Tell a block's story of being kept (for min_slices, for the restart reserve) once, not every step."""
     for index in reversed(state.story_index.get(block_id, [])):
         entry = state.story[index]
-        return entry.reason.code != "kept_for_min_slices"
+        return entry.reason.code != code
     return True
+
+
+class _Spares:
+    """The restart reserves (engine/reserve.py), read once a step when an idle slice may go: a free slice of
+    a group goes only while the group keeps the free slices it wants without it."""
+
+    def __init__(self, state: ClusterState, config: ControllerConfig, now: datetime) -> None:
+        self._args = (state, config, now)
+        self._reserves: dict[str, Reserve] | None = None
+        self._left: dict[str, int] = {}
+
+    @property
+    def reserves(self) -> dict[str, Reserve]:
+        if self._reserves is None:
+            state, config, now = self._args
+            self._reserves = restart_reserves(state, config.fast_spare_per_services, now)
+            self._left = {g: r.free - r.wanted for g, r in self._reserves.items()}
+        return self._reserves
+
+    def may_release(self, group: str, slice_ids: set[str]) -> bool:
+        if group not in self.reserves:
+            return True
+        if self._left[group] < len(slice_ids):
+            return False
+        self._left[group] -= len(slice_ids)
+        return True
