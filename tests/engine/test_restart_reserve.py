@@ -169,3 +169,37 @@ def test_spares_are_bought_for_the_services_they_protect_and_never_more(
     assert spares <= services // per + len(preempted)
     if services >= per:
         assert spares >= 1  # the reserve was bought
+
+
+def test_a_restart_while_the_spare_is_on_its_way_stays_on_the_group_that_keeps_one() -> None:
+    """Spot pods interrupted every two hours, an on-demand pod beside them: without a reserve a restarted
+    day-long service expects a boot per interruption over the rest of its day, far over its ten minutes,
+    and is sent on demand; with one, an interruption costs it no boot, so it stays on spot."""
+    risky = replace(SPOT_POD, interruption_rate=0.5)
+    steady = replace(SPOT_POD, instance_type="1xA100", spot=False, price_per_hour=Decimal("1.50"))
+    groups = (
+        ScaleGroupConfig(name="spot", providers=(PRIME,), spot=True, max_slices=16),
+        ScaleGroupConfig(name="od", providers=(PRIME,), spot=False, max_slices=16),
+    )
+    gone = node_state("blk-1-n0", NodeState.TERMINATED, at(300), why="preempted", cause=CAUSE_PREEMPTED)
+
+    def restart(per: int) -> list[BuyCapacity]:
+        c = Controller(
+            replace(CONFIG, scale_groups=groups, interruption_period_hours=1.0, fast_spare_per_services=per)
+        )
+        jobs = [spec(f"svc-{i}", 1, vram=40, cpu=8, ram=32, duration=DAY) for i in range(2)]
+        [buy] = buys(c.step(at(0), [market(risky, steady, book=None), *submit(*jobs)]))
+        assert buy.request.spot
+        c.step(at(10), [filled(buy, at(10))])
+        actions = c.step(at(100), ready("blk-1-n0", "blk-1-n1", when=at(100)))
+        c.step(at(101), [started(s.job_id, s.node_id) for s in starts(actions)])
+        return buys(actions) + buys(c.step(at(300), [gone]))
+
+    # Without a reserve: nothing spare; the restart buys an on-demand pod for the service.
+    [od] = restart(0)
+    assert not od.request.spot and od.for_jobs == ("svc-0",)
+    # With one: the spare bought when the services started is still booting; the restart stays on spot
+    # (it waits for capacity on its way or buys a spot pod), never on demand.
+    bought = restart(2)
+    assert bought[0].for_jobs == () and bought[0].request.spot  # the spare
+    assert all(b.request.spot for b in bought)

@@ -37,7 +37,7 @@ from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import Availability
 from scalar.domain.tier import Tier
 from scalar.engine.groups import Eligibility, availability_of, base_of, node_headroom
-from scalar.engine.reserve import restart_reserves
+from scalar.engine.reserve import spared_groups
 from scalar.engine.state import ClusterState, GroupRecord
 
 
@@ -271,8 +271,8 @@ class HostCosts:
         waits for one), then one per interruption expected (``contracts.expected_downtime_s``)."""
         rec = self.state.groups[base_of(view)[0]]
         if self._spared is None:
-            self._spared = set(restart_reserves(self.state, self.policy.fast_spare_per_services, self.now))
-        if rec.name in self._spared:  # its interruptions restart on a spare: the one boot, no more
+            self._spared = spared_groups(self.state, self.policy.fast_spare_per_services, self.now)
+        if rec.name in self._spared:  # its interruptions restart on a spare: the boot to its first node only
             return expected_downtime_s(cost.hazard, 0.0, self._boot_s(rec.provider), first_boot=True)
         return expected_downtime_s(cost.hazard, hours, self._boot_s(rec.provider), first_boot=True)
 

@@ -65,11 +65,8 @@ class Reserve:
         )
 
 
-def restart_reserves(state: ClusterState, per: int, now: datetime) -> dict[str, Reserve]:
-    """Every spot group's reserve with at least one slice wanted, at one free slice per ``per`` FAST services
-    (``ControllerConfig.fast_spare_per_services``; 0: none)."""
-    if per <= 0:
-        return {}
+def fast_services(state: ClusterState, now: datetime) -> dict[str, int]:
+    """Per spot group, the FAST services on its live nodes with at least :data:`MIN_REMAINING_S` left."""
     services: dict[str, int] = {}
     for node in state.nodes.values():
         if not node.live or not node.jobs:
@@ -80,6 +77,24 @@ def restart_reserves(state: ClusterState, per: int, now: datetime) -> dict[str, 
         for job_id in node.jobs:
             if _long_fast_service(state, job_id, now):
                 services[node.group] = services.get(node.group, 0) + 1
+    return services
+
+
+def spared_groups(state: ClusterState, per: int, now: datetime) -> set[str]:
+    """The spot groups that keep a reserve with one more FAST service on them: where a FAST job routed now
+    restarts on a spare after each interruption (the cost band's view)."""
+    if per <= 0:
+        return set()
+    services = fast_services(state, now)
+    return {g for g, rec in state.groups.items() if rec.spot and (services.get(g, 0) + 1) // per > 0}
+
+
+def restart_reserves(state: ClusterState, per: int, now: datetime) -> dict[str, Reserve]:
+    """Every spot group's reserve with at least one slice wanted, at one free slice per ``per`` FAST services
+    (``ControllerConfig.fast_spare_per_services``; 0: none)."""
+    if per <= 0:
+        return {}
+    services = fast_services(state, now)
     wanted = {g: n // per for g, n in services.items() if n // per > 0}
     if not wanted:
         return {}
