@@ -6,8 +6,8 @@ several times, and the FAST tier gives it ten minutes of waiting in all, so with
 restarts go where they are back soonest (``cost_band``), often on-demand nodes for the rest of its day.
 
 A group of spot nodes hosting ``n`` FAST services keeps ``n // fast_spare_per_services`` of its slices free
-(READY and empty, or bought and on their way): an interrupted service restarts on one at the next step,
-and the group buys a new spare for the next one. The spare is what Kubernetes users build with
+(READY and empty, or bought and on their way): an interrupted service restarts on one in the step that
+learns of the interruption, and the group buys a new spare for the next one. The spare is what Kubernetes users build with
 overprovisioning (low-priority placeholder pods that keep a node of headroom); here it is sized to the
 services it protects and costs one slice per ``fast_spare_per_services`` of them. The routing step sees
 the reserve as a floor under the group's ``min_slices`` (the slices that hold work plus the spares
