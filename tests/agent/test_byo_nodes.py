@@ -191,7 +191,9 @@ def test_only_admins_remove_and_only_hosts_of_their_own(sqlite_url: str, tmp_pat
             "time_scale": 600.0,
             "market_seed": 7,
             "enabled": ("sfcompute",),
-            "controller": ControllerConfig(reservation_s=0.0),
+            # The book moves every 6 s at 600x: an order placed on a book seen a moment too early can be
+            # refused, and the default 300 s backoff would outlast the wait for a bought node below.
+            "controller": ControllerConfig(reservation_s=0.0, backoff_s=2.0),
         },
         {},
     )
