@@ -105,13 +105,16 @@ def test_quote_wide_shows_every_column(run_cli: Run) -> None:
 
 def test_place_fits_with_every_node_and_why(run_cli: Run) -> None:
     lines, words = fitted(run_cli, *PLACE)
-    assert row(lines, "* node-b")[2] == "prime" and row(lines, "* node-b")[-1] == "chosen"
+    assert row(lines, "* node-a")[2] == "prime" and row(lines, "* node-a")[-1] == "chosen"
     assert row(lines, "node-c")[-1] == "insufficient_gpus"
     assert row(lines, "node-e")[-1] == "tier_mismatch"
     assert "needs 4 unoccupied GPUs with 60 GB VRAM free each, has 0 of 8" in words
-    assert "placed on node-b GPUs 0-3 (score 0.8950)" in words
+    assert "counting expiry penalty 0 x 30; utilization 0.375" in words
+    assert "placed on node-a GPUs 0-3 (score 0.0000)" in words
     wide = run_cli(*PLACE, "--wide", env=TERMINAL)
     assert wide.returncode == 0 and "GPU_MODEL" in wide.stdout and "H100" in wide.stdout
+    _, seed = fitted(run_cli, *PLACE, "--score", "seed")
+    assert "placed on node-b GPUs 0-3 (score 0.8950)" in seed
 
 
 def test_route_fits_with_launches_routes_and_unmet(run_cli: Run) -> None:

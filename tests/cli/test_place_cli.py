@@ -1,4 +1,5 @@
-"""``scalar place`` on the example files: the seed's decisions from files, and bad input exits 2 naming the field."""
+"""``scalar place`` on the example files: the controller's default score (Scalar's) and, with ``--score seed``,
+seed 001's decisions from files; bad input exits 2 naming the field."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ NOW = "2025-06-01T12:00:00Z"
 Run = Callable[..., CliResult]
 
 
-def place_json(run_cli: Run, job: str, cluster: Path = CLUSTER, now: str = NOW) -> dict[str, Any]:
-    result = run_cli("place", "--cluster", cluster, "--job", EXAMPLES / job, "--now", now, "--json")
+def place_json(
+    run_cli: Run, job: str | Path, cluster: Path = CLUSTER, now: str = NOW, score: str | None = "seed"
+) -> dict[str, Any]:
+    """The decision as JSON; seed 001's score unless ``score`` says otherwise (``None``: the default)."""
+    chosen = () if score is None else ("--score", score)
+    result = run_cli("place", "--cluster", cluster, "--job", EXAMPLES / job, "--now", now, "--json", *chosen)
     assert result.returncode == 0, result.stderr
     payload: dict[str, Any] = json.loads(result.stdout)
+    assert payload["packing_score"] == (score or "scalar")
     return payload
 
 
@@ -105,6 +111,57 @@ def test_example_2_fragmentation_from_files(run_cli: Run) -> None:
     assert loser["have"] == pytest.approx(0.5 - 0.5 * 0.75)
 
 
+# --- the controller's default score --------------------------------------------------------------------------
+
+
+def test_the_default_is_the_controllers_score_with_seed_001s_filters_and_expiry_term(run_cli: Run) -> None:
+    out = place_json(run_cli, "job_4x60gb.json", score=None)
+
+    # with a prior of this one job, node-a and node-b both keep room for the next one like it (0 ticks);
+    # the tie goes to the lowest id. node-d ends in 1h30m: expiry penalty 0.25, 30 ticks each.
+    assert (out["node_id"], out["gpu_indices"], out["score"]) == ("node-a", [0, 1, 2, 3], 0.0)
+    assert out["score_terms"]["provider_bonus"] == 0.0  # not part of Scalar's score
+    by_node = {r["node_id"]: r for r in out["reasons"]}
+    assert {k: r["code"] for k, r in by_node.items()} == {
+        "node-b": "lower_score",
+        "node-c": "insufficient_gpus",
+        "node-d": "lower_score",
+        "node-e": "tier_mismatch",
+    }
+    assert (by_node["node-d"]["have"], by_node["node-d"]["limit"]) == (-7.5, 0.0)
+    share = {r["node_id"]: r for r in place_json(run_cli, "job_share_4x20gb.json", score=None)["reasons"]}
+    seed = {r["node_id"]: r for r in place_json(run_cli, "job_share_4x20gb.json")["reasons"]}
+    assert share["node-d"]["code"] == "expires_too_soon"  # 1h30m left for a 2 h job: filtered out,
+    assert share["node-d"] == seed["node-d"]  # by the same filter under either score
+
+
+def test_the_default_score_does_not_leave_gpus_no_job_like_this_one_can_use(
+    run_cli: Run, tmp_path: Path
+) -> None:
+    """Seed 001 fills the fuller node (utilization); Scalar's score sees that it would leave 2 GPUs no
+    4-GPU job can use and takes the empty node, as the controller would."""
+    cluster = json.loads(CLUSTER.read_text())
+    cluster["blocks"] = cluster["blocks"][:1]
+    held = {"vram_total_gb": 80.0, "vram_used_gb": 80.0, "job_id": "job-train-1"}
+    free = {"vram_total_gb": 80.0, "vram_used_gb": 0.0}
+    cluster["nodes"] = [
+        {"id": "node-a", "block_id": "blk-prime-1", "cpu_used": 8, "ram_used_gb": 64.0,
+         "gpu_slots": [{"index": i, **(held if i < 2 else free)} for i in range(8)]},
+        {"id": "node-b", "block_id": "blk-prime-1"},
+    ]  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(cluster))
+
+    scalar = place_json(run_cli, "job_4x60gb.json", cluster=path, score="scalar")
+    seed = place_json(run_cli, "job_4x60gb.json", cluster=path, score="seed")
+
+    assert (seed["node_id"], seed["gpu_indices"]) == ("node-a", [2, 3, 4, 5])
+    assert (scalar["node_id"], scalar["gpu_indices"], scalar["score"]) == ("node-b", [0, 1, 2, 3], 0.0)
+    (loser,) = scalar["reasons"]
+    assert (loser["node_id"], loser["code"], loser["have"]) == ("node-a", "lower_score", -200.0)
+    assert place_json(run_cli, "job_4x60gb.json", cluster=path, score=None) == scalar
+
+
 def test_the_default_output_is_a_table_with_the_chosen_node_marked_and_the_summary(run_cli: Run) -> None:
     result = run_cli(
         "place",
@@ -118,9 +175,20 @@ def test_the_default_output_is_a_table_with_the_chosen_node_marked_and_the_summa
 
     assert result.returncode == 0, result.stderr
     assert "NODE" in result.stdout and "SCORE" in result.stdout and "RESULT" in result.stdout
-    assert "* node-b" in result.stdout
+    assert "(scalar score)" in result.stdout
+    assert "* node-a" in result.stdout
     assert "insufficient_gpus" in result.stdout
-    assert "placed on node-b GPUs 0-3" in result.stdout
+    assert "counting expiry penalty 0 x 30" in " ".join(result.stdout.split())
+    assert "placed on node-a GPUs 0-3" in result.stdout
+
+
+def test_score_seed_prints_seed_001s_terms(run_cli: Run) -> None:
+    args = ("--cluster", CLUSTER, "--job", EXAMPLES / "job_4x60gb.json", "--now", NOW, "--score", "seed")
+    result = run_cli("place", *args)
+
+    assert result.returncode == 0, result.stderr
+    assert "(seed score)" in result.stdout and "* node-b" in result.stdout
+    assert "provider bonus 0.1" in " ".join(result.stdout.split())
 
 
 # --- bad input ------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ or above its VRAM.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
@@ -213,3 +214,26 @@ def test_a_sequence_of_placements_never_double_books_a_gpu_nor_its_vram(
     for job_id, (node_id, indices) in booked.items():
         (node,) = [n for n in state if n.id == node_id]
         assert sorted(s.index for s in node.gpu_slots if s.holds(job_id)) == sorted(indices)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cores=st.lists(st.sampled_from([0.1, 0.2, 0.3, 1.1, 3.152, 2.7]), min_size=1, max_size=20))
+def test_fractional_requests_that_add_up_to_a_whole_leave_exactly_the_rest_free(cores: list[float]) -> None:
+    """Booked and released in any order, fractional CPU requests leave the node's usage on the 1e-9 grid: a
+    node whose jobs use exactly 31 of its 32 cores still takes a 1-core job (a float sum read 31.00000000000001)."""
+    from scalar.domain.packing_apply import book_job, release_job
+    from tests.domain.test_packing import block, job, node
+
+    total = round(sum(cores), 9)
+    cap = math.ceil(total) + 1
+    n = node("n", block(cpu=cap, gpus=len(cores) + 1, ram_gb=10_000))
+    jobs = [job(1, 1.0, cpu=c, ram_gb=1.0, id=f"j{i}") for i, c in enumerate(cores)]
+    for i, j in enumerate(jobs):
+        n = book_job(n, j, (i,))
+    assert n.cpu_used == total
+    last = job(1, 1.0, cpu=cap - total, ram_gb=1.0, id="last")
+    full = book_job(n, last, (len(cores),))  # the rest, to the core: never refused for float noise
+    assert full.cpu_used == cap
+    for j in reversed(jobs):
+        full = release_job(full, j)
+    assert full.cpu_used == round(cap - total, 9)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalar.domain.packing import EXPIRES_TOO_SOON, LOWER_SCORE, PlacementKind, evaluate_node, schedule_job
+from scalar.domain.packing_model import Block, Job, Node
 from scalar.domain.packing_scalar import (
+    EXPIRY_TICKS,
     FORGET_BELOW,
     HALF_LIFE,
     NodeView,
@@ -14,8 +21,10 @@ from scalar.domain.packing_scalar import (
     ShapeWindow,
     best_shared_gpu,
     hole_waste_table,
+    job_shape,
     score_on,
 )
+from scalar.domain.tier import Tier
 
 WHOLE = Shape(8_000, 32_768, 1)
 HALF = Shape(4_000, 16_384, 1, 500)
@@ -88,3 +97,58 @@ def test_cpu_a_gpu_needs_is_kept_for_it_stranding_counts() -> None:
     cpu_node = NodeView((), 64_000, 262_144, None)
     job = Shape(8_000, 8_192, 0)
     assert score_on(scale, cpu_node, job, []) > score_on(scale, gpu_node, job, [])
+
+
+# --- seed 001's expiry term, under Scalar's score ----------------------------------------------------------
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+HOUR = 3600.0
+
+
+def seed_node(node_id: str, hours_left: float) -> Node:
+    """The seed's node: 8 GPUs x 80 GB, 64 cores, 512 GB RAM, on a Prime Intellect block ending then."""
+    block = Block(
+        id=f"blk-{node_id}",
+        provider="prime",
+        instance_type="8xH100",
+        gpus_per_node=8,
+        vram_per_gpu_gb=80.0,
+        cpu_per_node=64,
+        ram_per_node_gb=512.0,
+        start_time=NOW - timedelta(hours=1),
+        end_time=NOW + timedelta(hours=hours_left),
+        cost_per_hour=Decimal("16.00"),
+        tier=Tier.FAST,
+        gpu_model="H100",
+    )
+    return Node.empty(node_id, block)
+
+
+def test_seed_001s_expiry_term_filters_and_penalises_under_the_scalar_score() -> None:
+    """Seed 001 (docs/decisions/packing.md): a node ending before the job's run + 300 s is filtered out; one
+    ending within twice the run pays ``expiry_penalty = 1 - time_left / (2 x run)``, here 0.3 of a whole
+    GPU per unit (``EXPIRY_TICKS`` ticks), so an equal node that outlives the job wins though its id is
+    larger."""
+    one_hour = Job("job-1", Tier.FAST, 2, 40.0, 8, 64.0, HOUR)
+    window = ShapeWindow()
+    window.observe(job_shape(one_hour))  # the controller counts the job in when it is submitted
+    prior = window.prior
+    gone = seed_node("a-gone", 0.5)  # ends in 30 min: before the 1 h run
+    soon = seed_node("b-soon", 1.5)  # ends within 2 h: penalty 1 - 1.5 / 2 = 0.25
+    late = seed_node("c-late", 10)  # outlives the job twice over: no penalty
+
+    decision = schedule_job(one_hour, [gone, soon, late], NOW, prior=prior)
+
+    assert decision.kind is PlacementKind.EXISTING_NODE and decision.node_id == "c-late"
+    assert decision.score is not None and decision.score.expiry_penalty == 0.0
+    by_node = {r.node_id: r for r in decision.rejections}
+    assert by_node["a-gone"].reason.code == EXPIRES_TOO_SOON
+    assert by_node["b-soon"].reason.code == LOWER_SCORE
+    assert by_node["b-soon"].score == decision.score.score - EXPIRY_TICKS * 0.25
+    penalised = evaluate_node(one_hour, soon, NOW, prior=prior).score
+    unpenalised = evaluate_node(one_hour, late, NOW, prior=prior).score
+    assert penalised is not None and unpenalised is not None
+    assert penalised.expiry_penalty == pytest.approx(0.25)
+    assert penalised.score == unpenalised.score - EXPIRY_TICKS * 0.25
+    # without the term the two nodes would tie and the smaller id, b-soon, would win
+    assert penalised.score + EXPIRY_TICKS * penalised.expiry_penalty == unpenalised.score

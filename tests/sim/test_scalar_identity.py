@@ -3,12 +3,17 @@
 * The policy's fast paths (numpy, and plain Python over precomputed tables) give the scores of
   ``scalar.domain.packing_scalar`` bit for bit, on every shape and node of random clusters.
 * The controller (its scheduler, fed events) and the policy put each job of the same stream on the same
-  node, with the online prior learnt from the same jobs; a replay of the controller's events decides the same.
+  node and the same GPUs, with the same online prior (the same shapes and weights, bit for bit), one job
+  per step or several (the controller counts a step's jobs in before it places them, and so does the
+  policy here), over a stream long enough to pass the prior's relearns at 512 and 1,024 jobs; a replay of
+  the controller's events returns the original controller's actions and rebuilds its prior.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -24,12 +29,12 @@ from scalar.domain.packing_scalar import (
     best_shared_gpu,
     score_on,
 )
-from scalar.engine.actions import StartWork
+from scalar.engine.actions import Action, StartWork, WorkPlacement
 from scalar.engine.config import ControllerConfig
 from scalar.engine.controller import Controller
-from scalar.engine.events import HostRegistered, JobSpec, JobSubmitted
-from scalar.sim.policies.scalar import ScalarListPolicy, ScalarPolicy, shape_of
-from scalar.sim.state import ClusterState
+from scalar.engine.events import Event, HostRegistered, JobSpec, JobSubmitted
+from scalar.sim.policies.scalar import ScalarListPolicy, ScalarPolicy
+from scalar.sim.state import ClusterState, IntArray, Pod
 from scalar.sim.traces import NodeSpec, PodSpec
 from tests.sim.helpers import bind, drive, make_state, node, pod
 
@@ -167,21 +172,105 @@ def job(spec: PodSpec, i: int) -> JobSubmitted:
     )
 
 
-def controller_choices(nodes: list[NodeSpec], pods: list[PodSpec]) -> tuple[list[int], Controller, list]:  # type: ignore[type-arg]
+Choice = tuple[int, tuple[int, ...]]  # (node index, GPU indices); (-1, ()) for a job that fits nowhere
+Log = list[tuple[datetime, list[Event]]]
+
+
+@dataclass
+class ControllerRun:
+    """What the controller decided for a stream: each job's node and GPUs, its events and its actions."""
+
+    choices: list[Choice]
+    controller: Controller
+    log: Log
+    actions: list[Action]
+
+
+def controller_choices(
+    nodes: list[NodeSpec], pods: list[PodSpec], steps: Sequence[int] | None = None
+) -> ControllerRun:
+    """Register ``nodes``, then submit ``pods`` in order, ``steps[k]`` of them in step ``k`` (default one per
+    step), and record where each job was started."""
     ctl = Controller(ControllerConfig())
     index = {spec.name: i for i, spec in enumerate(nodes)}
-    log = [(T0, [host(spec) for spec in nodes])]
-    ctl.step(T0, log[0][1])
-    out = []
-    for i, spec in enumerate(pods):
-        when = T0 + timedelta(seconds=i + 1)
-        events = [job(spec, i)]
+    log: Log = [(T0, [host(spec) for spec in nodes])]
+    actions = list(ctl.step(T0, log[0][1]))
+    placed: dict[str, WorkPlacement] = {}
+    first = 0
+    for k, size in enumerate(steps or [1] * len(pods), start=1):
+        when = T0 + timedelta(seconds=k)
+        events: list[Event] = [job(pods[i], i) for i in range(first, first + size)]
         log.append((when, events))
-        starts = [a for a in ctl.step(when, events) if isinstance(a, StartWork)]
-        placed = {a.job_id: a.placements[0].node_id for a in starts}
-        assert set(placed) <= {f"job-{i:04d}"}  # nothing that failed earlier fits later: nodes only fill
-        out.append(index[placed[f"job-{i:04d}"]] if placed else -1)
-    return out, ctl, log
+        out = ctl.step(when, events)
+        actions.extend(out)
+        starts = {a.job_id: a.placements for a in out if isinstance(a, StartWork)}
+        # nothing that failed earlier fits later (nodes only fill), and no job runs on two nodes
+        assert set(starts) <= {f"job-{i:04d}" for i in range(first, first + size)}
+        assert all(len(p) == 1 for p in starts.values())
+        placed.update({job_id: p[0] for job_id, p in starts.items()})
+        first += size
+    assert first == len(pods)
+    choices: list[Choice] = []
+    for i in range(len(pods)):
+        where = placed.get(f"job-{i:04d}")
+        choices.append((-1, ()) if where is None else (index[where.node_id], tuple(where.gpu_indices)))
+    return ControllerRun(choices, ctl, log, actions)
+
+
+class StepPolicy(ScalarPolicy):
+    """``scalar`` told of a whole step's arrivals before it places any of them, as the controller counts a
+    step's submitted jobs into its prior before its scheduling pass: ``choose`` must not count the pod
+    again (``ScalarPolicy.choose`` counts a pod that was not the last one announced)."""
+
+    def choose(self, pod: Pod, nodes: IntArray) -> tuple[int, list[int]]:
+        self._last_arrived = pod.index
+        return super().choose(pod, nodes)
+
+
+def drive_steps(
+    policy: ScalarPolicy, state: ClusterState, pods: Sequence[Pod], steps: Sequence[int]
+) -> list[Choice]:
+    """``drive`` with the pods announced a step at a time, then placed in order."""
+    out: list[Choice] = []
+    first = 0
+    for size in steps:
+        batch = pods[first : first + size]
+        first += size
+        for p in batch:
+            policy.arrived(p)
+        for p in batch:
+            feasible = state.feasible(p)
+            if len(feasible) == 0:
+                out.append((-1, ()))
+                continue
+            n, gpus = policy.choose(p, feasible)
+            state.place(p, n, gpus)
+            policy.placed(p, n)
+            out.append((n, tuple(gpus)))
+    return out
+
+
+def assert_same_prior(sim: ShapeWindow, ctl: ShapeWindow) -> None:
+    """The same shapes with the same weights (floats compared exactly), learnt as often, at the same jobs."""
+    assert (sim.arrived, sim.base, sim.next_learn, sim.learnt) == (
+        ctl.arrived,
+        ctl.base,
+        ctl.next_learn,
+        ctl.learnt,
+    )
+    assert sim.seen == ctl.seen
+    assert sim.prior.weights == ctl.prior.weights
+
+
+def assert_replay_decides_the_same(run: ControllerRun) -> None:
+    """A fresh controller fed the same events returns the original controller's actions, one for one, and
+    rebuilds the same prior."""
+    again = Controller(ControllerConfig())
+    replayed: list[Action] = []
+    for when, events in run.log:
+        replayed.extend(again.step(when, events))
+    assert replayed == run.actions
+    assert_same_prior(again.state.shapes, run.controller.state.shapes)
 
 
 @settings(max_examples=6, deadline=None)
@@ -191,40 +280,82 @@ def test_the_controller_and_the_simulator_choose_the_same_node_for_every_job(see
     nodes = random_cluster(rng, 6)
     pods = random_pods(rng, 70)
     state, views = make_state(nodes, pods)
-    sim = [n for n, _ in drive(bind("scalar", state), state, views)]
-    engine, ctl, log = controller_choices(nodes, pods)
-    assert engine == sim
-    assert sum(1 for n in sim if n >= 0) >= 10  # the stream placed jobs, not only failures
-    # the controller's prior is the simulator's: the same shapes, the same weights, bit for bit
-    window = ShapeWindow()
-    for p in views:
-        window.observe(shape_of(p, state.spec_of(p.spec_id)))
-    assert window.arrived == ctl.state.shapes.arrived == len(pods)
-    # a replay of the events rebuilds the same prior and decides the same
-    again = Controller(ControllerConfig())
-    replayed = []
-    for when, events in log:
-        replayed.extend(a for a in again.step(when, events) if isinstance(a, StartWork))
-    first = Controller(ControllerConfig())
-    original = []
-    for when, events in log:
-        original.extend(a for a in first.step(when, events) if isinstance(a, StartWork))
-    assert [(a.job_id, a.placements) for a in replayed] == [(a.job_id, a.placements) for a in original]
-    assert again.state.shapes.seen == ctl.state.shapes.seen
+    policy = bind("scalar", state)
+    assert isinstance(policy, ScalarPolicy)
+    sim = drive(policy, state, views)
+    run = controller_choices(nodes, pods)
+    assert run.choices == sim  # the same node and the same GPUs for every job
+    assert sum(1 for n, _ in sim if n >= 0) >= 10  # the stream placed jobs, not only failures
+    # the controller's prior is the simulator's, bit for bit, and both counted every job
+    assert_same_prior(policy.window, run.controller.state.shapes)
+    assert run.controller.state.shapes.arrived == len(pods)
+    assert_replay_decides_the_same(run)
+
+
+def roomy_cluster(rng: random.Random, n_nodes: int) -> list[NodeSpec]:
+    return [
+        node(
+            f"n{i:03d}",
+            rng.choice((4, 8, 8)),
+            cpu=rng.choice((64_000, 96_000)),
+            mem=rng.choice((262_144, 393_216)),
+            model=rng.choice(MODELS),
+        )
+        for i in range(n_nodes)
+    ]
+
+
+def light_pods(rng: random.Random, count: int) -> list[PodSpec]:
+    """Small pods (mostly sharing a GPU, many CPU-only, a few whole GPUs) so that a long stream still finds
+    room after the prior's relearns at 512 and 1,024 jobs. Whole cores only: the controller adds up cores
+    in floats, so after fractional ones (0.1 core) a node with exactly 1 core left refuses a 1-core job
+    that the simulator's integer milli-cores still fit."""
+    out = []
+    for i in range(count):
+        kind = rng.random()
+        spec = (rng.choice(MODELS),) if rng.random() < 0.2 else ()
+        mem = rng.choice((1_024, 2_048, 4_096))
+        if kind < 0.4:
+            out.append(pod(f"p{i}", 0, 0, cpu=1_000, mem=mem))
+        elif kind < 0.97:
+            out.append(pod(f"p{i}", 1, rng.choice((50, 100, 150, 200, 300)), cpu=1_000, mem=mem, spec=spec))
+        else:
+            out.append(pod(f"p{i}", rng.choice((1, 2)), GPU_MILLI, cpu=1_000, mem=mem, spec=spec))
+    return out
+
+
+def test_several_jobs_per_step_and_a_stream_past_the_relearns_at_512_and_1024() -> None:
+    rng = random.Random(5)
+    nodes = roomy_cluster(rng, 12)
+    pods = light_pods(rng, 1_100)
+    steps: list[int] = []
+    while sum(steps) < len(pods):
+        steps.append(min(rng.randint(1, 6), len(pods) - sum(steps)))
+    state, views = make_state(nodes, pods)
+    policy = StepPolicy()
+    bind(policy, state)
+    sim = drive_steps(policy, state, views, steps)
+    run = controller_choices(nodes, pods, steps)
+    assert len(steps) < len(pods) / 3  # several jobs per step
+    assert run.choices == sim  # the same node and the same GPUs for every job
+    assert sum(1 for n, _ in sim[1_024:] if n >= 0) >= 20  # jobs still placed after the relearn at 1,024
+    assert policy.window.learnt == run.controller.state.shapes.learnt == 11  # after 1, 2, 4, ... 512, 1,024
+    assert_same_prior(policy.window, run.controller.state.shapes)
+    assert_replay_decides_the_same(run)
 
 
 def test_the_seed_score_stays_selectable_and_decides_differently_somewhere() -> None:
     rng = random.Random(7)
     nodes = random_cluster(rng, 6)
     pods = random_pods(rng, 70)
-    scalar, _, log = controller_choices(nodes, pods)
+    scalar = controller_choices(nodes, pods)
     seed = Controller(ControllerConfig(packing_score="seed"))
     chosen = []
-    for when, events in log:
+    for when, events in scalar.log:
         chosen.extend(a for a in seed.step(when, events) if isinstance(a, StartWork))
     index = {spec.name: i for i, spec in enumerate(nodes)}
     by_job = {a.job_id: index[a.placements[0].node_id] for a in chosen}
     seed_choices = [by_job.get(f"job-{i:04d}", -1) for i in range(len(pods))]
     state, views = make_state(nodes, pods)
     assert seed_choices == [n for n, _ in drive(bind("seed", state), state, views)]
-    assert seed_choices != scalar
+    assert seed_choices != [n for n, _ in scalar.choices]

@@ -17,6 +17,13 @@ from scalar.domain.packing_text import fmt_num
 
 # A VRAM/CPU/RAM residue this small after a release is float noise, not usage.
 _NOISE = 1e-9
+# Usage is kept on a grid of 1e-9 (cores, GB): sums of fractional requests (3.152 cores, 7.36 GB) would
+# otherwise drift, and a node with exactly one core left would read 0.99999999999999 and refuse a 1-core job.
+_DIGITS = 9
+
+
+def _more(value: float, amount: float) -> float:
+    return round(value + amount, _DIGITS)
 
 
 class PlacementConflictError(DomainError):
@@ -44,7 +51,7 @@ def _book_slot(slot: GpuSlot, job: Job, node_id: str) -> GpuSlot:
             f"{fmt_num(job.vram_per_gpu_gb)} GB.",
             "schedule the job again on the current nodes",
         )
-    used = slot.vram_used_gb + job.vram_per_gpu_gb
+    used = _more(slot.vram_used_gb, job.vram_per_gpu_gb)
     if shares:
         return replace(slot, vram_used_gb=used, job_ids=(*slot.job_ids, job.id))
     return replace(slot, vram_used_gb=used, job_id=job.id)
@@ -79,13 +86,13 @@ def book_job(node: Node, job: Job, gpu_indices: Sequence[int]) -> Node:
     return replace(
         node,
         gpu_slots=slots,
-        cpu_used=node.cpu_used + job.cpu_cores,
-        ram_used_gb=node.ram_used_gb + job.ram_gb,
+        cpu_used=_more(node.cpu_used, job.cpu_cores),
+        ram_used_gb=_more(node.ram_used_gb, job.ram_gb),
     )
 
 
 def _less(value: float, amount: float) -> float:
-    rest = value - amount
+    rest = round(value - amount, _DIGITS)
     return 0.0 if rest < _NOISE else rest
 
 

@@ -236,14 +236,6 @@ class Prior:
         scaled = {k: round(w * WEIGHT_SCALE) for k, w in by_key.items()}
         return make_scale(typical_of({k: w for k, w in scaled.items() if w > 0}, POPULARITY), rows)
 
-    @classmethod
-    def of_counts(cls, shapes: Iterable[Shape]) -> Prior:
-        """A prior from a whole list of shapes, each weighing 1 (reads the future: for comparison only)."""
-        weights: dict[Shape, float] = {}
-        for shape in shapes:
-            weights[shape] = weights.get(shape, 0.0) + 1.0
-        return cls(weights)
-
 
 @dataclass(slots=True)
 class ShapeWindow:
