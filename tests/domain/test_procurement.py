@@ -26,6 +26,7 @@ from scalar.domain.procurement import (
 from scalar.domain.tier import Tier
 
 T0 = datetime(2025, 6, 28, 12, 0, tzinfo=UTC)
+SEED = ProcurementPolicy()  # the seed's numbers: FLEX capped at $10.00/GPU-h, FAST uncapped
 
 
 def offer(
@@ -75,7 +76,7 @@ def codes(r: RankedOffer) -> list[str]:
 
 def test_below_eight_gpus_prime_is_preferred_even_when_another_provider_is_cheaper() -> None:
     need = CapacityNeed(gpu_count=4, tier=Tier.FLEX, min_gpus_per_node=4)
-    ranked = rank_offers(need, [RUNPOD_4, PRIME_4, SF_8])
+    ranked = rank_offers(need, [RUNPOD_4, PRIME_4, SF_8], SEED)
     assert included(ranked)[0] == "prime:hyperstack__4xH100_80GB"
     first, *rest = [r for r in ranked if r.included]
     assert first.rank == 1 and first.preferred and "preferred_provider" in codes(first)
@@ -87,20 +88,20 @@ def test_below_eight_gpus_prime_is_preferred_even_when_another_provider_is_cheap
 
 def test_from_eight_gpus_sfcompute_is_preferred() -> None:
     need = CapacityNeed(gpu_count=8, tier=Tier.FAST)
-    ranked = rank_offers(need, [PRIME_8, AWS_P5, SF_8])
+    ranked = rank_offers(need, [PRIME_8, AWS_P5, SF_8], SEED)
     assert included(ranked)[0] == "sfcompute:8xH100"
     assert "preferred_provider" in codes(ranked[0])
 
 
 @pytest.mark.parametrize(("gpus", "preferred"), [(7, "prime"), (8, "sfcompute")])
 def test_the_size_boundary_is_eight_gpus(gpus: int, preferred: str) -> None:
-    ranked = rank_offers(CapacityNeed(gpu_count=gpus, tier=Tier.FAST), [SF_8, PRIME_8])
+    ranked = rank_offers(CapacityNeed(gpu_count=gpus, tier=Tier.FAST), [SF_8, PRIME_8], SEED)
     assert ranked[0].offer.provider == preferred
     assert ProcurementPolicy().preferred_provider(gpus) == preferred
 
 
 def test_a_need_larger_than_a_node_buys_several_nodes_and_says_the_cost() -> None:
-    ranked = rank_offers(CapacityNeed(gpu_count=20, tier=Tier.FAST), [SF_8])
+    ranked = rank_offers(CapacityNeed(gpu_count=20, tier=Tier.FAST), [SF_8], SEED)
     (r,) = ranked
     assert r.nodes == 3 and r.cost_per_hour == Decimal("60.00")
     assert r.price_per_gpu_hour == Decimal("2.5")
@@ -115,7 +116,7 @@ def test_a_need_larger_than_a_node_buys_several_nodes_and_says_the_cost() -> Non
 def test_flex_cap_is_per_gpu_hour_so_an_eight_gpu_node_at_20_per_hour_is_allowed() -> None:
     # $20.00/h for 8 GPUs is $2.50/GPU-h: within $10/GPU-h. Read per instance-hour, it would be over $10.
     need = CapacityNeed(gpu_count=8, tier=Tier.FLEX)
-    (r,) = rank_offers(need, [SF_8])
+    (r,) = rank_offers(need, [SF_8], SEED)
     assert r.included
     assert "within the FLEX cap of $10.00/GPU-h" in r.reasons[0].message
 
@@ -123,13 +124,13 @@ def test_flex_cap_is_per_gpu_hour_so_an_eight_gpu_node_at_20_per_hour_is_allowed
 def test_flex_cap_excludes_a_quote_over_ten_dollars_per_gpu_hour_and_fast_is_uncapped() -> None:
     dear = offer("prime", "1xH100-dear", "10.01", 1)
     at_cap = offer("prime", "1xH100-at-cap", "10.00", 1)
-    flex = rank_offers(CapacityNeed(gpu_count=1, tier=Tier.FLEX), [dear, at_cap])
+    flex = rank_offers(CapacityNeed(gpu_count=1, tier=Tier.FLEX), [dear, at_cap], SEED)
     assert included(flex) == ["prime:1xH100-at-cap"]
     excluded = next(r for r in flex if not r.included)
     assert excluded.rank is None and excluded.score is None
     assert codes(excluded) == ["over_tier_cap"]
     assert excluded.reasons[0].message == "$10.01/GPU-h is over the FLEX cap of $10.00/GPU-h"
-    fast = rank_offers(CapacityNeed(gpu_count=1, tier=Tier.FAST), [dear, at_cap])
+    fast = rank_offers(CapacityNeed(gpu_count=1, tier=Tier.FAST), [dear, at_cap], SEED)
     assert len(included(fast)) == 2 and "uncapped" in fast[0].reasons[0].message
 
 
@@ -149,7 +150,7 @@ def test_caps_are_configurable_per_tier() -> None:
 
 def test_when_prime_has_no_stock_the_others_rank_by_arbitrage_score_with_a_reason() -> None:
     need = CapacityNeed(gpu_count=4, tier=Tier.FLEX, min_gpus_per_node=4)
-    ranked = rank_offers(need, [SF_8, RUNPOD_4])
+    ranked = rank_offers(need, [SF_8, RUNPOD_4], SEED)
     assert included(ranked) == ["runpod:4x_H100_SECURE", "sfcompute:8xH100"]
     first = ranked[0]
     assert "fallback" in codes(first) and not first.preferred
@@ -163,7 +164,7 @@ def test_when_prime_is_over_the_cap_the_fallback_says_so() -> None:
     need = CapacityNeed(gpu_count=1, tier=Tier.FLEX)
     prime_dear = offer("prime", "1xH100", "12.00", 1)
     runpod_1 = offer("runpod", "1x_H100_SECURE", "2.69", 1)
-    ranked = rank_offers(need, [prime_dear, runpod_1])
+    ranked = rank_offers(need, [prime_dear, runpod_1], SEED)
     assert included(ranked) == ["runpod:1x_H100_SECURE"]
     assert "all 1 of its offers excluded: 1 over_tier_cap" in ranked[0].reasons[1].message
 
@@ -177,7 +178,7 @@ def test_offers_that_cannot_serve_the_need_are_excluded_with_numbers() -> None:
     a100 = offer("aws", "p4d.24xlarge", "21.96", 8, model="A100", gpu_memory_gb=40)
     small_memory = offer("aws", "h100-nvl-64", "9.00", 4, gpu_memory_gb=64)
     single = offer("prime", "1xH100", "3.29", 1)
-    ranked = rank_offers(need, [cpu_only, shared, a100, small_memory, single, PRIME_4])
+    ranked = rank_offers(need, [cpu_only, shared, a100, small_memory, single, PRIME_4], SEED)
     assert included(ranked) == ["prime:hyperstack__4xH100_80GB"]
     why = {r.offer.instance_type: r.reasons[0] for r in ranked if not r.included}
     assert why["m5.large"].code == "no_gpus"
@@ -192,7 +193,7 @@ def test_preferred_regions_come_first_within_the_preferred_provider() -> None:
     need = CapacityNeed(gpu_count=8, tier=Tier.FAST, preferred_regions=("EU",))
     us = offer("sfcompute", "8xH100", "18.00", 8, region="US")
     eu = offer("sfcompute", "8xH100", "22.00", 8, region="EU")
-    ranked = rank_offers(need, [us, eu, PRIME_8])
+    ranked = rank_offers(need, [us, eu, PRIME_8], SEED)
     assert [(r.offer.provider, r.offer.region) for r in ranked] == [
         ("sfcompute", "EU"),
         ("sfcompute", "US"),
@@ -214,7 +215,7 @@ def test_capacity_need_validates() -> None:
 def test_ranking_becomes_group_priorities_lower_is_preferred() -> None:
     need = CapacityNeed(gpu_count=8, tier=Tier.FLEX)
     dear_prime = offer("prime", "datacrunch__8xH100", "95.00", 8)  # $11.88/GPU-h: over the FLEX cap
-    ranked = rank_offers(need, [PRIME_8, SF_8, dear_prime])
+    ranked = rank_offers(need, [PRIME_8, SF_8, dear_prime], SEED)
     groups = [
         ScaleGroupShape("prime-8xh100-flex", "prime", "hyperstack__8xH100_80GB", Tier.FLEX),
         ScaleGroupShape("sf-8xh100-flex", "sfcompute", "8xH100", Tier.FLEX),
@@ -233,7 +234,7 @@ def test_ranking_becomes_group_priorities_lower_is_preferred() -> None:
 def test_a_group_takes_the_rank_of_its_best_offer_and_priorities_are_dense() -> None:
     need = CapacityNeed(gpu_count=8, tier=Tier.FAST)
     sf_eu = offer("sfcompute", "8xH100", "30.00", 8, region="EU")
-    ranked = rank_offers(need, [sf_eu, AWS_P5, SF_8])  # ranks: SF_8 1, sf_eu 2, p5 3
+    ranked = rank_offers(need, [sf_eu, AWS_P5, SF_8], SEED)  # ranks: SF_8 1, sf_eu 2, p5 3
     groups = [ScaleGroupShape("sf", "sfcompute", "8xH100"), ScaleGroupShape("p5", "aws", "p5.48xlarge")]
     assert priorities_for_groups(ranked, groups) == {"sf": 1, "p5": 2}
 
@@ -257,7 +258,7 @@ offer_st = st.builds(
     offers=st.lists(offer_st, max_size=10),
 )
 def test_ranking_invariants(gpus: int, tier: Tier, offers: list[Offer]) -> None:
-    ranked = rank_offers(CapacityNeed(gpu_count=gpus, tier=tier), offers)
+    ranked = rank_offers(CapacityNeed(gpu_count=gpus, tier=tier), offers, SEED)
     assert len(ranked) == len(offers)
     ins = [r for r in ranked if r.included]
     assert [r.rank for r in ins] == list(range(1, len(ins) + 1))
@@ -298,7 +299,7 @@ def test_a_cpu_heavy_need_is_covered_by_as_many_nodes_as_its_cpu_takes() -> None
     # Four 1-GPU jobs asking 12 cores each: one 4-GPU node by GPUs, but 48 cores need three 20-vCPU nodes.
     need = CapacityNeed(gpu_count=4, tier=Tier.FAST, cpu_cores=48, ram_gb=64)
     assert nodes_to_cover(need, V100_4) == 3 and nodes_to_cover(need, T4_4) == 1
-    by_key = {r.offer.instance_type: r for r in rank_offers(need, [V100_4, T4_4])}
+    by_key = {r.offer.instance_type: r for r in rank_offers(need, [V100_4, T4_4], SEED)}
     assert by_key["4xV100"].nodes == 3 and by_key["4xV100"].cost_per_hour == Decimal("0.576")
     assert "(48 CPU cores, 64 GB RAM)" in by_key["4xV100"].reasons[0].message
     # Without CPU or RAM the need is GPUs only, as before.

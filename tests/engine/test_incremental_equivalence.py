@@ -3,7 +3,7 @@
 The scheduler walks the pending index (engine/pending_index.py: per-shape queues merged by order key, a
 failed shape's longer jobs never visited) and the autoscaler reads the first ``max_demand_entries`` of it
 and routes them with the routing memo (``domain.routing``: a plan that refused a unit shape refuses it
-again until it changes). The reference (``pending_index.USE_INDEX = False``, ``routing_memo = False``)
+again until it changes). The reference (``ControllerConfig(pending_index=False, routing_memo=False)``)
 sorts every pending job and visits each one, every pass. Random workloads (seeded: ``derandomize``) run
 through both must give the same actions, and the same state, reasons, routing and placement summary on
 every job, including the jobs the indexed walk passed over without visiting, and the same published
@@ -36,7 +36,6 @@ from scalar.engine import (
     StartWork,
     Tick,
     action_to_dict,
-    pending_index,
 )
 from scalar.engine.codec import encode
 from scalar.engine.snapshot import market_snapshot, restore, snapshot
@@ -80,17 +79,9 @@ def _spec(i: int, args: tuple[Any, ...], base: int) -> JobSpec:
 def _run(
     first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], *, incremental: bool, restore: bool = False
 ) -> list[Any]:
-    pending_index.USE_INDEX = incremental
-    try:
-        return _drive(first, steps, incremental, restore)
-    finally:
-        pending_index.USE_INDEX = True
-
-
-def _drive(
-    first: list[tuple[Any, ...]], steps: list[tuple[Any, ...]], incremental: bool, restore: bool
-) -> list[Any]:
-    c = Controller(ControllerConfig(routing_memo=incremental, max_demand_entries=25))
+    """Both fast paths (``incremental``) or both references: the pending index and the routing memo."""
+    config = ControllerConfig(pending_index=incremental, routing_memo=incremental, max_demand_entries=25)
+    c = Controller(config)
     seq = iter(range(1, 10**6))
     out: list[Any] = []
 

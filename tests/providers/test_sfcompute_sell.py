@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -13,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from scalar.domain.market import NodeState
+from scalar.domain.market import NodeState, Order, OrderState
+from scalar.domain.orderbook import BookOrder
 from scalar.domain.reasons import Reason
-from scalar.engine import SaleUpdated, SellCapacity
+from scalar.engine import BuyCapacity, Controller, ControllerConfig, SaleUpdated, SellCapacity
+from scalar.engine.events import MarketBook, MarketObserved, OrderUpdated
 from scalar.providers.base import ProviderError, Reseller
 from scalar.providers.config import ProviderSettings
 from scalar.providers.http import RetryPolicy
@@ -24,6 +27,7 @@ from scalar.providers.sfcompute import SFComputeProvider, order_total_cents
 from scalar.providers.sfcompute.orders import request_of
 from scalar.providers.sfcompute.wire import read_order
 from scalar.runtime.executor import execute, outbox_payload
+from tests.engine.builders import BOOK, grant, job_done, ready, sf_offer, sid, spec, starts, submit, tick
 from tests.providers.fakeserver import FakeServer, Reply, Request
 
 SAMPLES = Path(__file__).parent / "samples" / "sfcompute"
@@ -190,3 +194,45 @@ def test_the_executor_turns_a_sell_action_into_the_controllers_sale_event(server
 
     failed = execute(outbox_payload(action, "aws", {}), {"aws": NoResale()}, NOW)  # type: ignore[dict-item]
     assert failed.failed and isinstance(failed.events[0], SaleUpdated) and failed.events[0].fill is None
+
+
+def test_the_controllers_sell_order_through_the_client_stops_placing_on_the_sold_node_and_credits_it(
+    server: FakeServer,
+) -> None:
+    """The controller's own ``SellCapacity``, placed by the executor through the SFCompute client against
+    the fake book (one of three nodes fills): the engine records the fill, never places on the sold node
+    past the cut, and credits the proceeds to the tenant the block was bought for."""
+    FakeSellBook(server, fills=1)
+    sfc = _client(server)
+    c = Controller(ControllerConfig(idle_release_s=10**6))
+    books = {"8xH100": MarketBook(BOOK, (BookOrder(Decimal("1.90"), 8, Decimal(24)),) * 4)}
+    observed = MarketObserved(sid("m"), (sf_offer(),), NOW, books, ("sfcompute",))
+    [buy] = c.step(NOW, [observed, *submit(spec("j", 24, duration=600))])
+    assert isinstance(buy, BuyCapacity)
+    nodes = tuple(f"{BLOCK}-n{i}" for i in range(3))
+    block = replace(grant(buy, NOW, block_id=BLOCK, nodes=nodes), end_time=END)
+    order = Order(f"ord-{buy.action_id}", buy.action_id, OrderState.FILLED, buy.request, block)
+    c.step(NOW + timedelta(seconds=30), [OrderUpdated(sid("o"), buy.action_id, order)])
+    [start] = starts(c.step(NOW + timedelta(seconds=60), ready(*nodes, when=NOW, block_id=BLOCK)))
+    done = NOW + timedelta(seconds=700)
+    c.step(done, [job_done(p.node_id, "j", done, block_id=BLOCK) for p in start.placements])
+
+    now = NOW + timedelta(minutes=20)
+    [offer] = [a for a in c.step(now, [tick()]) if isinstance(a, SellCapacity)]
+    assert offer.block_id == BLOCK and offer.node_ids == nodes
+    assert offer.cut == END - timedelta(hours=offer.hours) and offer.hours == 23
+    outcome = execute(outbox_payload(offer, "sfcompute", {}), {"sfcompute": sfc}, now)
+    [answer] = outcome.events
+    c.step(now, [answer])
+
+    rec = c.state.blocks[BLOCK]
+    sold = nodes[0]
+    assert c.state.nodes[sold].node.block.end_time == offer.cut
+    assert all(c.state.nodes[n].node.block.end_time == END for n in nodes[1:])
+    assert rec.sold_back_revenue == offer.price_per_gpu_hour * 8 * 23
+    after = offer.cut + timedelta(minutes=1)
+    placed = starts(c.step(after, submit(*(spec(f"late{i}", 8, duration=600) for i in range(3)))))
+    used = {p.node_id for s in placed for p in s.placements}
+    assert used == set(nodes[1:])  # the two unsold nodes take work; the sold one never does
+    credited = {t.tenant: t.sold_back_revenue for t in c.costs().by_tenant if t.sold_back_revenue}
+    assert credited == {"default": rec.sold_back_revenue}

@@ -189,6 +189,7 @@ class JobCost:
     hazard: float  # interruptions per hour
     run_hours: float  # the job's expected run time on the model
     rework: float  # expected rework fraction
+    commitment: Commitment | None = None  # a block paid whole: what its idle time adds (``with_commitment``)
 
     def describe(self) -> str:
         parts = [f"{usd_fixed_plain(self.per_work_hour, 4)}/work-h"]
@@ -198,7 +199,40 @@ class JobCost:
             parts.append(
                 f"{self.hazard:.3f} interruptions/h over {self.run_hours:.1f} h: +{self.rework:.0%} rework"
             )
+        if self.commitment is not None and self.commitment.factor > 1.0:
+            parts.append(self.commitment.describe())
         return ", ".join(parts)
+
+    def with_commitment(self, commitment: Commitment) -> JobCost:
+        """This cost on a block paid whole: the hourly share times ``commitment.factor``."""
+        per_work = self.per_work_hour * Decimal(repr(commitment.factor))
+        return JobCost(per_work, self.rate, self.hazard, self.run_hours, self.rework, commitment)
+
+
+@dataclass(frozen=True, slots=True)
+class Commitment:
+    """What a block paid whole costs a job beyond its share of the nodes while it runs: the block's
+    ``hours`` are paid whatever runs on them; the jobs it is bought for and the forecast arrivals fill
+    ``utilisation`` of its GPU-hours, while those jobs, running, use ``density`` of its GPUs (their share
+    of the nodes, which the hourly price already charges). ``factor`` = max(1, density / utilisation): 1
+    when the forecast fills the block as well as the jobs fill its nodes; ``hours / run hours`` for a lone
+    job with no arrivals forecast (a 2-minute job on a 1-hour block pays 30x its share)."""
+
+    hours: float
+    utilisation: float
+    density: float
+
+    @property
+    def factor(self) -> float:
+        if self.utilisation * MAX_REWORK <= self.density:
+            return MAX_REWORK  # (almost) nothing of the block is used: as good as never worth it
+        return max(1.0, self.density / self.utilisation)
+
+    def describe(self) -> str:
+        return (
+            f"a {self.hours:g} h block paid whole, {self.utilisation:.0%} of it used by the forecast: "
+            f"x{self.factor:.2f} its share while it runs"
+        )
 
 
 def expected_job_cost(

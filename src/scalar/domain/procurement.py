@@ -257,14 +257,12 @@ def _score(offer: Offer, need: CapacityNeed, nodes: int) -> float:
     )
 
 
-def rank_offers(
-    need: CapacityNeed, offers: Sequence[Offer], policy: ProcurementPolicy | None = None
-) -> list[RankedOffer]:
-    """Rank offer shapes for ``need``: included offers by rank, then excluded ones (input order)."""
-    pol = policy or ProcurementPolicy()
-    cap = pol.cap_for(need.tier)
-    preferred_provider = pol.preferred_provider(need.gpu_count)
-    size_word = "below" if need.gpu_count < pol.block_gpus else "at least"
+def rank_offers(need: CapacityNeed, offers: Sequence[Offer], policy: ProcurementPolicy) -> list[RankedOffer]:
+    """Rank offer shapes for ``need``: included offers by rank, then excluded ones (input order).
+    ``policy``: the controller's (``ControllerConfig.procurement``: the seed's numbers, the tiers' caps)."""
+    cap = policy.cap_for(need.tier)
+    preferred_provider = policy.preferred_provider(need.gpu_count)
+    size_word = "below" if need.gpu_count < policy.block_gpus else "at least"
 
     included: list[tuple[Offer, int, float, Reason]] = []
     excluded: list[RankedOffer] = []
@@ -312,11 +310,11 @@ def rank_offers(
             reasons.append(
                 Reason(
                     "preferred_provider",
-                    f"{preferred_provider} is preferred for a need {size_word} {pol.block_gpus} GPUs "
+                    f"{preferred_provider} is preferred for a need {size_word} {policy.block_gpus} GPUs "
                     f"({need.gpu_count})",
                     resource="provider",
                     need=need.gpu_count,
-                    limit=pol.block_gpus,
+                    limit=policy.block_gpus,
                 )
             )
         elif preferred_available:
@@ -324,7 +322,7 @@ def rank_offers(
                 Reason(
                     "not_preferred",
                     f"ranked after {preferred_provider}'s offers, preferred for a need {size_word} "
-                    f"{pol.block_gpus} GPUs ({need.gpu_count})",
+                    f"{policy.block_gpus} GPUs ({need.gpu_count})",
                     resource="provider",
                     need=preferred_provider,
                     have=offer.provider,

@@ -1,18 +1,24 @@
-"""The autoscaling pass, a pipeline of steps: demand -> eligibility -> cost band -> routing -> purchases.
+"""The autoscaling pass, a pipeline of steps: demand -> ranking -> eligibility -> cost band -> routing ->
+purchases -> consolidation.
 
 Each step reads the state and returns what it decided as values (as Ray's autoscaler v2 scheduler returns
-``to_launch``/``infeasible``): the demand to route and the jobs held back, each job's eligible groups, the
-routing decision, the purchases. What the pass decided about each pending job (``JobOutcome``: its routing
-reason and group, its one-line reason, the purchase it waits for) is written to its ``JobRecord`` in one
-place at the end (``_apply``), with the unmet demand and the routing decision.
+``to_launch``/``infeasible``): the demand to route and the jobs held back, procurement's ranking
+(``Ranking``), each job's eligible groups, the routing decision (``Routed``), the purchases
+(``PurchasePlan``), consolidation's moves. What the pass decided about each pending job (``JobOutcome``:
+its routing reason and group, its one-line reason, the purchase it waits for) is kept in the pass's
+``Outcomes`` (engine/pass_outcomes.py). The state is written in one place at the end (``_apply``): the
+routing entries kept for the next pass, the purchases (orders, slices, their stories, ``BuyCapacity``),
+the jobs' records, the orders they now wait for, the routing decision, the unmet demand, the moves. The one
+write before it is the ranking's: eligibility, routing and contract sizing read a group's priority and
+exclusion from its record, so ``Ranking.apply_to`` runs as soon as it is decided.
 
 1. Demand (``demand_step``): every PENDING job left after scheduling, in queue order, one entry each (a
    gang is one coscheduled entry). FAST demand is routed at once. FLEX demand is held back until the oldest
    waiting FLEX job has waited ``flex_batch_wait_s`` or the waiting FLEX jobs need ``flex_batch_gpus``
    GPUs (a node's worth); then all of it is routed together.
-2. Priorities: procurement ranks each tier's groups from their live offers (``rank_offers`` +
-   ``priorities_for_groups``); it is the one owner of provider choice, routing takes its order as is.
-   The need counts the CPU cores and RAM the tier's jobs ask for as well as their GPUs.
+2. Ranking (``ranking_step``): procurement ranks each tier's groups from their live offers
+   (``rank_offers`` + ``priorities_for_groups``); it is the one owner of provider choice, routing takes
+   its order as is. The need counts the CPU cores and RAM the tier's jobs ask for as well as their GPUs.
 3. Eligibility (``eligibility_step``): the groups that may serve each job (engine/groups.py).
 4. Cost band (``cost_band_step``): each job's eligible groups narrowed to its cost band (``cheapest_hosts``:
    within procurement's ``host_cost_tolerance`` of the cheapest group that can host it now, per unit of
@@ -21,13 +27,18 @@ place at the end (``_apply``), with the unmet demand and the routing decision.
 5. Routing (``routing_step``): ``route_demand`` over every group (and gang views). In-flight slices
    (REQUESTING, BOOTING, INITIALIZING) are pending capacity, so demand already bought for is never bought
    twice.
-6. Purchases (``purchase_step``): each launch becomes one ``BuyCapacity`` at a limit price
-   (engine/purchase_pricing.py). Budgets may hold part of it back.
+6. Purchases (``purchase_step``, engine/buying.py): each launch becomes one planned order, a
+   ``BuyCapacity`` at a limit price. Budgets may hold part of it back.
 7. Consolidation (``consolidation_step``, engine/consolidate.py): restartable FLEX jobs leave an expensive,
    underused contract when the saving over the rest of it exceeds the restart cost
    (``domain.consolidation.plan_moves``); the moves are carried out in ``_apply`` with the rest.
 
 The procurement policy is the config's (``ControllerConfig.procurement``), the same for ranking and bands.
+The fast paths are parameters next to their references: ``ControllerConfig.pending_index`` (the demand read
+from the pending index, or every pending job sorted) and ``ControllerConfig.routing_memo``. A pass skipped
+by ``AutoscaleGate`` renews the held FLEX jobs' wait (``_flex_wait_step``) through the same ``_apply``.
+After the pass the controller runs its last stages, resale (``resale.offer_resales``) and idle release
+(``housekeeping.release_idle``), which write their own actions (docs/decisions/engine.md).
 """
 
 from __future__ import annotations
@@ -44,16 +55,15 @@ from scalar.domain.market import NodeState
 from scalar.domain.packing_model import Job, order_pending
 from scalar.domain.procurement import (
     CapacityNeed,
-    ProcurementPolicy,
     ScaleGroupShape,
     priorities_for_groups,
     rank_offers,
 )
 from scalar.domain.reasons import Reason
+from scalar.domain.release import BLOCK_SELLERS
 from scalar.domain.routing import route_demand
 from scalar.domain.routing_model import DemandEntry, RoutedCode, RoutingDecision
 from scalar.domain.tier import Tier
-from scalar.engine import pending_index
 from scalar.engine.agents import NEEDS_AGENT_NODE, agent_views
 from scalar.engine.buying import NO_PRICE, purchase_step
 from scalar.engine.config import ControllerConfig
@@ -66,7 +76,15 @@ from scalar.engine.groups import (
     eligibility,
     routing_groups,
 )
-from scalar.engine.pass_outcomes import JobOutcome, Outcomes, held
+from scalar.engine.pass_outcomes import (
+    UNRANKED,
+    GroupRank,
+    JobOutcome,
+    Outcomes,
+    PurchasePlan,
+    Ranking,
+    held,
+)
 from scalar.engine.reserve import Reserve, restart_reserves
 from scalar.engine.scheduler import need_text
 from scalar.engine.state import (
@@ -77,21 +95,21 @@ from scalar.engine.state import (
 
 FLEX_WAITING = "flex_waiting"
 NO_ELIGIBLE_GROUP = "no_eligible_group"
-__all__ = ["FLEX_WAITING", "NO_ELIGIBLE_GROUP", "NO_PRICE", "autoscale", "update_priorities"]
+__all__ = ["FLEX_WAITING", "NO_ELIGIBLE_GROUP", "NO_PRICE", "autoscale", "ranking_step"]
 
 
-def update_priorities(
+def ranking_step(
     state: ClusterState,
     config: ControllerConfig,
-    demand_gpus: dict[Tier, int],
-    demand_cpu_ram: dict[Tier, tuple[float, float]] | None = None,
-) -> None:
+    demand_gpus: Mapping[Tier, int],
+    demand_cpu_ram: Mapping[Tier, tuple[float, float]] | None = None,
+) -> Ranking | None:
     """Procurement ranks each tier's groups; the ranks become routing priorities (1 = first).
 
     The need is the tier's GPUs and the CPU cores and RAM its jobs ask for (a shape covers it with as many
     nodes as the scarcest of the three takes). The ranking depends only on the groups' offers, that demand
-    and the config, so it is kept while none of them changed (the same ranks, without ranking hundreds of
-    offers every step)."""
+    and the config, so it is kept while none of them changed: ``None``, the ranks on the groups stand (the
+    same ranks, without ranking hundreds of offers every step)."""
     cpu_ram = demand_cpu_ram or {}
     key = (
         state.offers_version,
@@ -99,17 +117,15 @@ def update_priorities(
         tuple(cpu_ram.get(t, (0.0, 0.0)) for t in Tier),
     )
     if key == state.priorities_key:
-        return
-    state.priorities_key = key
+        return None
     policy = config.procurement
+    ranks: dict[str, GroupRank] = {}
     for tier in Tier:
         recs = [r for r in state.groups.values() if r.tier is tier]
         offered = [r for r in recs if r.offer is not None]
         for r in recs:
             if r.offer is None:
-                r.priority = None
-                r.rank_reasons = ()
-                r.excluded = None
+                ranks[r.name] = UNRANKED
         if not offered:
             continue
         # Offers are ranked under their group's name, so that spot and on-demand shapes of one instance
@@ -123,9 +139,10 @@ def update_priorities(
         by_name = {ro.offer.instance_type: ro for ro in ranked}
         for r in offered:
             ro = by_name[r.name]
-            r.priority = priorities.get(r.name)
-            r.rank_reasons = ro.reasons
-            r.excluded = None if ro.included else ro.reasons[0]
+            ranks[r.name] = GroupRank(
+                priorities.get(r.name), ro.reasons, None if ro.included else ro.reasons[0]
+            )
+    return Ranking(key, ranks)
 
 
 def _flex_released(config: ControllerConfig, flex: list[JobRecord], now: datetime) -> Reason:
@@ -190,7 +207,7 @@ def demand_step(state: ClusterState, config: ControllerConfig, now: datetime, ou
     provider are held back (told why in ``out``). Only the first ``max_demand_entries`` of the queue are
     routed: the queue is read from the pending index (engine/pending_index.py), merged per shape, and only
     as far as those entries (all of the FLEX and command jobs, when they are held back)."""
-    if not pending_index.USE_INDEX:
+    if not config.pending_index:
         return _demand_step_full(state, config, now, out)
     index = state.pending_index
     jobs = state.jobs
@@ -289,17 +306,20 @@ def eligibility_step(
 
 def cost_band_step(
     state: ClusterState,
-    policy: ProcurementPolicy,
+    config: ControllerConfig,
     now: datetime,
     eligible: list[tuple[JobRecord, Eligibility]],
     out: Outcomes,
 ) -> list[tuple[JobRecord, Eligibility]]:
     """Each job's groups narrowed to its cost band; a job with no group left is unmet (told why)."""
+    policy = config.procurement
+    # A block seller's commitment depends on the job's length (contract_sizing.block_commitment).
+    blocks = any(g.provider in BLOCK_SELLERS for g in state.groups.values())
     alike: dict[tuple[object, ...], int] = {}
     for rec, _ in eligible:
         if rec.job is not None:
             alike[_shape_key(rec.job)] = alike.get(_shape_key(rec.job), 0) + 1
-    hosts = HostCosts(state, policy, now)
+    hosts = HostCosts(state, policy, now, config)
     cache: dict[object, Eligibility] = {}
     routed: list[tuple[JobRecord, Eligibility]] = []
     for rec, where in eligible:
@@ -319,7 +339,7 @@ def cost_band_step(
         else:
             # A FLEX job's interruption risk depends on its length and checkpoints (domain/contracts.py); a
             # FAST job's band on its length and restarts only where short services may leave (cost_band.py).
-            by_length = job.tier is Tier.FLEX or policy.fast_preference_limit is not None
+            by_length = job.tier is Tier.FLEX or blocks or policy.fast_preference_limit is not None
             length = known_work_s(job.expected_duration_sec, ran)
             cost_key = (key, length, checkpoint, restarted) if by_length else key
             found = cache.get(cost_key)
@@ -338,12 +358,19 @@ def cost_band_step(
     return routed
 
 
+RoutingEntries = Mapping[str, tuple[tuple[str, ...], int | None, DemandEntry]]
+
+
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """The routing step's answer: the decision, and the jobs routed to groups that need new capacity."""
+    """The routing step's answer: the decision (``None``: routing refused its input, ``refused`` says why),
+    the jobs routed to groups that need new capacity, and the routing entries to keep for the next pass
+    (``ClusterState.demand_entries``)."""
 
-    decision: RoutingDecision
-    new_demand: dict[str, list[JobRecord]]
+    decision: RoutingDecision | None
+    new_demand: Mapping[str, list[JobRecord]]
+    entries: RoutingEntries
+    refused: Reason | None = None
 
 
 def routing_step(
@@ -353,8 +380,8 @@ def routing_step(
     demand: list[tuple[JobRecord, Eligibility]],
     out: Outcomes,
     reserves: Mapping[str, Reserve] | None = None,
-) -> Routed | None:
-    """``route_demand`` over every group; each job is told where it goes (or why nowhere). ``None`` when
+) -> Routed:
+    """``route_demand`` over every group; each job is told where it goes (or why nowhere). No decision when
     routing refused its input (never expected: the inputs are built here). ``reserves``: the spot groups'
     restart reserves (engine/reserve.py), floors under their ``min_slices``."""
     reserves = reserves or {}
@@ -365,14 +392,13 @@ def routing_step(
             if k is not None:
                 gang_sizes.setdefault(base, set()).add(k)
     groups = routing_groups(state, now, gang_sizes, {g: r.floor for g, r in reserves.items()})
-    entries = _entries(state, demand, config.routing_memo)
+    entries, kept = _entries(state, demand, config.routing_memo)
     try:
         decision = route_demand(groups, entries, now, memo=config.routing_memo)
     except DomainError as err:
         reason = Reason("routing_failed", f"routing refused its input: {err.message}")
-        state.note("autoscaler", "autoscaler", reason)
         out.unmet_jobs([rec for rec, _ in demand], reason)
-        return None
+        return Routed(None, {}, kept, reason)
     new_demand: dict[str, list[JobRecord]] = {}
     cannot: dict[int, Reason] = {}
     for d in decision.entry_decisions:
@@ -409,15 +435,15 @@ def routing_step(
             )
         else:
             new_demand.setdefault(d.group, []).append(rec)
-    return Routed(decision, new_demand)
+    return Routed(decision, new_demand, kept)
 
 
 def _entries(
     state: ClusterState, demand: list[tuple[JobRecord, Eligibility]], reuse: bool
-) -> list[DemandEntry]:
+) -> tuple[list[DemandEntry], RoutingEntries]:
     """Each job's routing entry, kept from the last pass while its eligible views are the same (an entry is
     a function of the job, which never changes, and of its views and gang size); built afresh when not
-    ``reuse`` (the reference path, ``routing_memo = False``)."""
+    ``reuse`` (the reference path, ``routing_memo = False``). Also the entries to keep for the next pass."""
     last = state.demand_entries if reuse else {}
     kept: dict[str, tuple[tuple[str, ...], int | None, DemandEntry]] = {}
     entries: list[DemandEntry] = []
@@ -430,8 +456,7 @@ def _entries(
             hit = (where.views, where.gang, demand_entry(job, where))
         kept[job.id] = hit
         entries.append(hit[2])
-    state.demand_entries = kept
-    return entries
+    return entries, kept
 
 
 def _open_order(state: ClusterState, view: str) -> str | None:
@@ -444,18 +469,34 @@ def _open_order(state: ClusterState, view: str) -> str | None:
     return None
 
 
-def _apply(state: ClusterState, out: Outcomes, routed: Routed | None, now: datetime) -> None:
-    """The one place a pass writes to its jobs: each job's outcome, the orders they now wait for, the
-    unmet demand and the routing decision."""
+def _apply(
+    state: ClusterState,
+    out: Outcomes,
+    now: datetime,
+    routed: Routed | None = None,
+    purchases: PurchasePlan | None = None,
+) -> None:
+    """The one place a pass writes what it decided (the ranking aside: ``Ranking.apply_to``), in this
+    order: the routing entries kept for the next pass and routing's refusal (a story note), the purchases
+    (``PurchasePlan.apply_to``: orders, slices, their stories, ``BuyCapacity``), each job's outcome, the
+    orders they now wait for, the routing decision, the unmet demand and consolidation's moves. A skipped
+    pass applies only its jobs' outcomes and the unmet demand."""
+    if routed is not None:
+        state.demand_entries = dict(routed.entries)
+        if routed.refused is not None:
+            state.note("autoscaler", "autoscaler", routed.refused)
+    if purchases is not None:
+        purchases.apply_to(state, now)
     for job_id, outcome in out.jobs.items():
         outcome.apply_to(state.jobs[job_id])
     for key, job_id in out.serves:
         state.orders[key].serves[job_id] = None
-    if routed is not None:
+    if routed is not None and routed.decision is not None:
         state.last_routing = routed.decision
         state.last_routing_at = now
     state.unmet = tuple(out.unmet)
-    apply_moves(state, out.consolidations, now)
+    if out.consolidations is not None:
+        apply_moves(state, out.consolidations, now)
 
 
 # The change-detection gate at the pass entry: a pass whose inputs did not change since the last one would
@@ -517,17 +558,21 @@ def _unchanged(state: ClusterState, now: datetime) -> bool:
     )
 
 
-def _refresh_flex_wait(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
-    """A skipped pass still tells held FLEX jobs how long they have waited (their reason names it)."""
+def _flex_wait_step(state: ClusterState, config: ControllerConfig, now: datetime) -> Outcomes | None:
+    """A skipped pass still tells held FLEX jobs how long they have waited (their reason names it): their
+    outcomes and the unmet demand with the held FLEX entry's message renewed (``None``: none is held)."""
     for i, unmet in enumerate(state.unmet):
         if unmet.code != FLEX_WAITING:
             continue
         flex = [state.jobs[j] for j in unmet.job_ids]
         verdict = _flex_released(config, flex, now)
+        out = Outcomes(
+            unmet=[*state.unmet[:i], replace(unmet, message=verdict.message), *state.unmet[i + 1 :]]
+        )
         for rec in flex:
-            held(verdict).apply_to(rec)
-        state.unmet = (*state.unmet[:i], replace(unmet, message=verdict.message), *state.unmet[i + 1 :])
-        return
+            out.decide(rec.spec.job_id, held(verdict))
+        return out
+    return None
 
 
 def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
@@ -537,7 +582,9 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
     comparison (consolidation's savings change with time, so the gate's ``REROUTE_EVERY_S`` bounds how
     long a move can wait)."""
     if _unchanged(state, now):
-        _refresh_flex_wait(state, config, now)
+        refreshed = _flex_wait_step(state, config, now)
+        if refreshed is not None:
+            _apply(state, refreshed, now)
         return
     before = len(state.story)
     _autoscale(state, config, now)
@@ -550,35 +597,41 @@ def autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> N
 
 
 def _autoscale(state: ClusterState, config: ControllerConfig, now: datetime) -> None:
-    state.unmet = ()
     out = Outcomes()
-    routed = _route_and_buy(state, config, now, out)
+    routed, purchases = _route_and_buy(state, config, now, out)
     out.consolidations = consolidation_step(state, config, now)
-    _apply(state, out, routed, now)
+    _apply(state, out, now, routed, purchases)
+
+
+def _rank(state: ClusterState, config: ControllerConfig, demand: Demand) -> None:
+    """Procurement ranks the groups for this demand before eligibility: its exclusions decide eligibility,
+    its ranks routing's order, and both are read from the group records (the pass's one early write)."""
+    ranking = ranking_step(state, config, demand.gpus, demand.cpu_ram)
+    if ranking is not None:
+        ranking.apply_to(state)
 
 
 def _route_and_buy(
     state: ClusterState, config: ControllerConfig, now: datetime, out: Outcomes
-) -> Routed | None:
+) -> tuple[Routed | None, PurchasePlan | None]:
     demand = demand_step(state, config, now, out)
     if not state.groups:
         if state.pending_ids:  # record why nothing can be bought yet
-            update_priorities(state, config, demand.gpus, demand.cpu_ram)
-            cost_band_step(state, config.procurement, now, eligibility_step(state, config, demand.queue), out)
-        return None
-    # Procurement ranks the groups for this demand first: its exclusions decide eligibility.
-    update_priorities(state, config, demand.gpus, demand.cpu_ram)
+            _rank(state, config, demand)
+            cost_band_step(state, config, now, eligibility_step(state, config, demand.queue), out)
+        return None, None
+    _rank(state, config, demand)
     eligible = eligibility_step(state, config, demand.queue)
-    banded = cost_band_step(state, config.procurement, now, eligible, out)
+    banded = cost_band_step(state, config, now, eligible, out)
     reserves = restart_reserves(state, config.fast_spare_per_services, now)
     short = any(r.deficit > 0 for r in reserves.values())
     if not banded and not short and not any(g.min_slices > 0 for g in state.groups.values()):
         # Nothing to route: no unplaced demand and no group to keep at a minimum size, so routing could
         # launch nothing. ``last_routing`` stays the last decision that had something to route.
-        return None
+        return None, None
     routed = routing_step(state, config, now, banded, out, reserves)
-    if routed is not None:
-        passed = {rec.spec.job_id: where.passed_over for rec, where in banded}
-        spares = {g: r.reason(config.fast_spare_per_services) for g, r in reserves.items() if r.deficit > 0}
-        purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed, spares)
-    return routed
+    if routed.decision is None:
+        return routed, None
+    passed = {rec.spec.job_id: where.passed_over for rec, where in banded}
+    spares = {g: r.reason(config.fast_spare_per_services) for g, r in reserves.items() if r.deficit > 0}
+    return routed, purchase_step(state, config, now, routed.decision, routed.new_demand, out, passed, spares)

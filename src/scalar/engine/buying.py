@@ -1,7 +1,9 @@
 """Purchases: what routing launches becomes one ``BuyCapacity`` per group, at a limit price, within budgets.
 
-``purchase_step`` places one order per group routing launches slices in (within its node headroom), one by
-one so that a budget sees the orders placed before it; the jobs it serves wait for it.
+``purchase_step`` plans one order per group routing launches slices in (within its node headroom), one by
+one so that a budget sees the orders planned before it; the jobs it serves wait for it. It writes nothing:
+its answer is a ``PurchasePlan`` (engine/pass_outcomes.py) that the pass records at its end
+(``autoscaler._apply``), and what it decides about each job goes into the pass's ``Outcomes``.
 
 ``limit_price``: the orderbook's optimal price (``analyze_orderbook``) for ``node_count x gpus_per_node`` GPUs
 where the provider publishes a book, the offer's price otherwise. A FLEX purchase never goes above the FLEX
@@ -11,28 +13,28 @@ if those cannot cover the need the demand waits (a ``Reason`` instead of a ``Pri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.errors import DomainError
-from scalar.domain.market import CapacityRequest, NodeState
+from scalar.domain.market import CapacityRequest
 from scalar.domain.money import usd
 from scalar.domain.orderbook import analyze_orderbook
 from scalar.domain.packing_text import fmt_duration, fmt_num
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import RoutingDecision
 from scalar.domain.tier import Tier
-from scalar.engine.actions import BuyCapacity
 from scalar.engine.budget import fit_launch
 from scalar.engine.config import ControllerConfig
 from scalar.engine.contract_sizing import size_contract
 from scalar.engine.groups import base_of, node_headroom
 from scalar.engine.lifecycle import OrderStatus
-from scalar.engine.pass_outcomes import JobOutcome, Outcomes
+from scalar.engine.pass_outcomes import JobOutcome, Outcomes, PlannedOrder, PurchasePlan
 from scalar.engine.scheduler import need_text
-from scalar.engine.state import ClusterState, GroupRecord, JobRecord, OrderRecord, SliceRecord
+from scalar.engine.state import ClusterState, GroupRecord, JobRecord
 
 NO_PRICE = "no_price"
 
@@ -164,17 +166,18 @@ def purchase_step(
     config: ControllerConfig,
     now: datetime,
     decision: RoutingDecision,
-    new_demand: dict[str, list[JobRecord]],
+    new_demand: Mapping[str, list[JobRecord]],
     out: Outcomes,
     passed_over: Mapping[str, tuple[tuple[str, Reason], ...]] | None = None,
     spares: Mapping[str, Reason] | None = None,
-) -> None:
-    """One ``BuyCapacity`` per group routing launches slices in (within its node headroom, at a limit
-    price, within budgets); its jobs wait for it. Orders are placed one by one: a budget sees the ones
-    placed before it. ``passed_over``: per job, the groups its cost band dropped and why (the purchase's
-    reason names the ones it beat). ``spares``: per group short of its restart reserve, why (the reason of
-    a purchase made for no job there)."""
+) -> PurchasePlan:
+    """One order (a ``BuyCapacity``) per group routing launches slices in (within its node headroom, at a
+    limit price, within budgets); its jobs wait for it. Orders are planned one by one: a budget sees the
+    ones planned before it. ``passed_over``: per job, the groups its cost band dropped and why (the
+    purchase's reason names the ones it beat). ``spares``: per group short of its restart reserve, why (the
+    reason of a purchase made for no job there). Reads ``state``, writes nothing to it."""
     headroom: dict[str, int] = {}
+    planned: list[PlannedOrder] = []
     for pending in decision.pending_groups:
         launches = pending.slices_to_launch
         if launches <= 0:
@@ -205,7 +208,12 @@ def purchase_step(
         spare = (spares or {}).get(pending.name)
         if spare is not None and not jobs:
             launch_reason = spare  # bought for no job: a spare for the group's FAST services' restarts
-        _place_order(state, config, now, rec, gang, launches, unit, price, jobs, launch_reason, out, beat)
+        order = _plan_order(
+            state, config, now, rec, gang, launches, unit, price, jobs, launch_reason, out, beat, planned
+        )
+        if order is not None:
+            planned.append(order)
+    return PurchasePlan(tuple(planned))
 
 
 def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Reason], ...]]) -> str:
@@ -223,7 +231,20 @@ def _beaten(jobs: list[JobRecord], passed_over: Mapping[str, tuple[tuple[str, Re
     return ""
 
 
-def _place_order(
+def _as_placed(state: ClusterState, planned: Sequence[PlannedOrder], now: datetime) -> ClusterState:
+    """The state as a budget sees it once the orders planned before are placed: a shallow copy whose
+    orders include them (``state`` itself is not written)."""
+    if not planned:
+        return state
+    view = copy.copy(state)
+    view.orders = {
+        **state.orders,
+        **{p.key: replace(p.record(now), status=OrderStatus.PLACED) for p in planned},
+    }
+    return view
+
+
+def _plan_order(
     state: ClusterState,
     config: ControllerConfig,
     now: datetime,
@@ -235,18 +256,23 @@ def _place_order(
     jobs: list[JobRecord],
     launch_reason: Reason | None,
     out: Outcomes,
-    beat: str = "",
-) -> None:
+    beat: str,
+    planned: Sequence[PlannedOrder],
+) -> PlannedOrder | None:
+    """The order for ``launches`` slices of ``unit`` nodes, after ``planned`` (``None``: budgets allow
+    none of it)."""
     offer = rec.offer
     assert offer is not None
     nodes = launches * unit
     sizing = size_contract(state, config, rec, nodes, price.per_gpu_hour, jobs, now)
     duration = sizing.duration_s
+    # The action id the order gets when the pass records its purchases in order (PurchasePlan.apply_to).
+    key = f"act-{state.counters.get('act', 0) + len(planned) + 1:06d}"
     if config.budgets:  # spend limits (engine/budget.py): a job over one waits, told the numbers
-        key = f"act-{state.counters.get('act', 0) + 1:06d}"
         per_launch = price.per_gpu_hour * unit * int(offer.gpu_count)
         ids = [r.spec.job_id for r in jobs]
-        fit = fit_launch(state, config.budgets, key, per_launch, launches, duration, ids, now)
+        committed = _as_placed(state, planned, now)
+        fit = fit_launch(committed, config.budgets, key, per_launch, launches, duration, ids, now)
         for r in jobs:
             over = fit.refused.get(r.spec.job_id)
             if over is not None:  # keep the numbers (limit, committed, this purchase) on the job's reason
@@ -258,7 +284,7 @@ def _place_order(
                     ),
                 )
         if not fit.launches:
-            return
+            return None
         jobs = [r for r in jobs if r.spec.job_id in fit.job_ids]
         launches, nodes = fit.launches, fit.launches * unit
     request = CapacityRequest(
@@ -273,7 +299,6 @@ def _place_order(
         spot=offer.spot,
         region=offer.region,
     )
-    key = state.next_id("act")
     buying = (
         f"buying {nodes}x {rec.instance_type} on {rec.provider} at {usd(price.per_gpu_hour)}/GPU-h "
         f"({price.note}) for {fmt_duration(duration)}; {sizing.text}"
@@ -287,15 +312,6 @@ def _place_order(
         head = launch_reason.message if launch_reason is not None else f"{rec.name} below min_slices"
     reason = Reason("buy_capacity", f"{head}; {buying}{beat}", "nodes", nodes, 0, str(price.per_gpu_hour))
     job_ids = tuple(r.spec.job_id for r in jobs)
-    order = OrderRecord(key, rec.name, request, now, job_ids, reason, gang_size=gang)
-    order.serves = dict.fromkeys(job_ids)
-    state.orders[key] = order
-    state.move_order(order, OrderStatus.PLACED, reason)
-    state.note("order", key, price.reason)
-    for _ in range(launches):
-        sl = SliceRecord(state.next_id("slice"), rec.name, key, unit, gang, now)
-        state.add_slice(sl, NodeState.REQUESTING, Reason("requested", f"requested in order {key}"))
-        order.slice_ids.append(sl.id)
     for r in jobs:
         out.decide(
             r.spec.job_id,
@@ -308,5 +324,4 @@ def _place_order(
                 ),
             ),
         )
-    action = BuyCapacity(action_id=key, reason=reason, group=rec.name, request=request, for_jobs=job_ids)
-    state.emit(action, (key, rec.name, *job_ids))
+    return PlannedOrder(key, rec.name, request, job_ids, reason, price.reason, gang, launches, unit)

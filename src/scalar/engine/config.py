@@ -174,6 +174,10 @@ class ControllerConfig:
     - ``max_demand_entries``: at most this many unplaced jobs (in queue order) are routed per step.
     - ``routing_memo``: routing remembers each group's verdict per demand shape (the fast path); ``False``
       routes every entry from scratch (the reference it must match: ``bench.load --compare``, tests).
+    - ``pending_index``: the scheduler and the autoscaler read the pending jobs from the pending index
+      (engine/pending_index.py: per-shape queues merged by order key, a failed shape's longer jobs never
+      visited; the fast path); ``False`` sorts and visits every pending job each pass (the reference it must
+      match decision for decision: tests/engine/test_incremental_equivalence.py).
     - ``interruption_prior``: the interruptions of evidence the published spot interruption rates count as
       against the preemptions seen on the spot nodes held (``domain.contracts.interruption_calibration``;
       default 5; ``inf``: spot risk is priced with the published rates only).
@@ -224,6 +228,7 @@ class ControllerConfig:
     agent_providers: tuple[str, ...] = ()
     budgets: tuple[BudgetLimit, ...] = ()  # spend limits (engine/budget.py); replaced by BudgetsChanged
     routing_memo: bool = True
+    pending_index: bool = True
     # The hours a published spot interruption rate is the probability of an interruption in (the Spot
     # Advisor's bands are monthly: 730); procurement prices spot risk with it (domain/contracts.py).
     interruption_period_hours: float = 730.0
@@ -358,6 +363,8 @@ class ControllerConfig:
             object.__setattr__(self, "agent_providers", tuple(self.agent_providers))
         if not isinstance(self.routing_memo, bool):
             raise ConfigError("routing_memo", f"must be true or false, got {self.routing_memo!r}")
+        if not isinstance(self.pending_index, bool):
+            raise ConfigError("pending_index", f"must be true or false, got {self.pending_index!r}")
         if self.packing_score not in PACKING_SCORES:
             raise ConfigError(
                 "packing_score",

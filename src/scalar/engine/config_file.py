@@ -217,6 +217,7 @@ class ControllerFile(_Table):
     agent_providers: Annotated[tuple[str, ...], AsWritten] = ()
     budgets: Annotated[tuple[BudgetLimit, ...], PlainValidator(_budgets)] = ()
     routing_memo: Annotated[bool, AsWritten] = _default(ControllerConfig, "routing_memo")
+    pending_index: Annotated[bool, AsWritten] = _default(ControllerConfig, "pending_index")
     interruption_period_hours: Annotated[float, AsWritten] = _default(
         ControllerConfig, "interruption_period_hours"
     )

@@ -3,7 +3,8 @@
 ``size_contract`` builds the forecast a purchase would serve (``domain.contracts.Forecast``): the queued
 jobs it is for (GPUs x expected hours on the group's model: FLEX work divided by the model's throughput),
 plus the steady part of the arrivals of the last ``FORECAST_HOURS`` hours of jobs of the group's tier that
-may run on its model (``steady_rate``: the quietest of those hours), expected to go on for as long again.
+may run on its model (``steady_rate``: the quietest of those hours, counting only the whole hours the
+controller watched: none in its first hour), expected to go on for as long again.
 Then ``choose_contract`` prices the lengths:
 
 - a block seller (SFCompute, paid whole when bought: ``domain.release.BLOCK_SELLERS``): the durations its
@@ -28,7 +29,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from scalar.domain.contracts import HOURLY, ContractChoice, Forecast, choose_contract, steady_rate, work_rate
+from scalar.domain.contracts import (
+    HOURLY,
+    Commitment,
+    ContractChoice,
+    Forecast,
+    choose_contract,
+    steady_rate,
+    work_rate,
+)
+from scalar.domain.packing_model import Job
 from scalar.domain.release import BLOCK_SELLERS
 from scalar.engine.config import ControllerConfig
 from scalar.engine.state import ClusterState, GroupRecord, JobRecord
@@ -76,8 +86,19 @@ def forecast_for(
             continue
         slot = min(FORECAST_HOURS - 1, int((now - at).total_seconds() // 3600))
         hourly[slot] += job.gpu_count * job.expected_duration_sec / 3600.0 / rate
+    # Only the hours watched in full count: an hour before the controller's first step is unknown, not
+    # quiet (a controller started three hours ago into steady arrivals sees three busy hours, not a zero).
+    hourly = hourly[: observed_hours(state, now)]
     # a steady rate (GPUs busy) is the same in either clock; the hours it goes on for are the market's
     return Forecast(queued, steady_rate(hourly), float(FORECAST_HOURS) * scale)
+
+
+def observed_hours(state: ClusterState, now: datetime) -> int:
+    """How many of the last :data:`FORECAST_HOURS` whole hours the controller watched arrivals through."""
+    if state.observed_since is None:
+        return 0
+    watched_s = (now - state.observed_since).total_seconds()
+    return max(0, min(FORECAST_HOURS, int(watched_s // 3600)))
 
 
 def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
@@ -102,6 +123,57 @@ def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
     return best * Decimal(repr(work_rate(rec.offer.gpu_model, rec.tier)))
 
 
+def block_lengths(state: ClusterState, rec: GroupRecord, needed_s: float, for_jobs: bool) -> list[float]:
+    """The block lengths (hours) a purchase for jobs needing ``needed_s`` of the market's time may commit
+    to: the durations ``rec``'s book lists (``DEFAULT_BOOK_HOURS`` when none was observed) and, when it is
+    ``for_jobs``, the whole hours they need, none shorter than that."""
+    book = state.books.get(rec.instance_type)
+    listed = {float(a.duration_hours) for a in book.asks} if book is not None else set()
+    lengths = sorted(h for h in (listed or set(DEFAULT_BOOK_HOURS)) if 1 <= h <= MAX_BLOCK_HOURS)
+    if not for_jobs:
+        return lengths
+    needed = min(MAX_BLOCK_HOURS, max(1.0, math.ceil(needed_s / 3600.0)))
+    lengths.append(needed)
+    return [h for h in lengths if h >= needed] or [needed]
+
+
+def block_commitment(
+    state: ClusterState,
+    config: ControllerConfig,
+    rec: GroupRecord,
+    job: Job,
+    jobs: int,
+    nodes: float,
+    now: datetime,
+) -> Commitment | None:
+    """What buying ``rec``'s block for ``jobs`` jobs like ``job`` (held on ``nodes`` of its nodes while they
+    run) commits them to beyond their share of the nodes (``domain.contracts.Commitment``): the contract
+    ``size_contract`` would choose for them, against the same forecast (their run hours on the model plus
+    the steady arrivals), and how much of it that forecast fills. ``None`` for an hourly seller."""
+    offer = rec.offer
+    if rec.provider not in BLOCK_SELLERS or offer is None or offer.gpu_count <= 0 or jobs < 1:
+        return None
+    price = offer.price_per_gpu_hour
+    if price is None:
+        return None
+    gpus = max(1, math.ceil(nodes - 1e-9)) * int(offer.gpu_count)
+    scale = config.time_scale(rec.provider)
+    run_h = job.expected_duration_sec * scale / 3600.0 / work_rate(offer.gpu_model, rec.tier)
+    queued = tuple((job.gpu_count, run_h) for _ in range(jobs))
+    base = forecast_for(state, config, rec, [], now)
+    forecast = Forecast(queued, base.rate_gpu_hours_per_hour, base.horizon_hours)
+    allowance = (config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s) * scale
+    choice = choose_contract(
+        gpus=gpus,
+        price_per_gpu_hour=price,
+        lengths_hours=block_lengths(state, rec, run_h * 3600.0 + allowance, True),
+        forecast=forecast,
+        alternative_per_gpu_hour=_alternative(state, rec),
+    )
+    density = min(1.0, jobs * job.gpu_count / gpus)
+    return Commitment(choice.chosen.hours, choice.chosen.utilisation(gpus), density)
+
+
 def size_contract(
     state: ClusterState,
     config: ControllerConfig,
@@ -119,13 +191,7 @@ def size_contract(
     forecast = forecast_for(state, config, rec, jobs, now)
     longest_s = forecast.longest_hours() * 3600.0
     if rec.provider in BLOCK_SELLERS:
-        book = state.books.get(rec.instance_type)
-        listed = {float(a.duration_hours) for a in book.asks} if book is not None else set()
-        lengths = sorted(h for h in (listed or set(DEFAULT_BOOK_HOURS)) if 1 <= h <= MAX_BLOCK_HOURS)
-        needed = min(MAX_BLOCK_HOURS, max(1.0, math.ceil((longest_s + allowance) / 3600.0)))
-        if jobs:
-            lengths.append(needed)
-            lengths = [h for h in lengths if h >= needed] or [needed]
+        lengths = block_lengths(state, rec, longest_s + allowance, bool(jobs))
         choice = choose_contract(
             gpus=gpus,
             price_per_gpu_hour=price_per_gpu_hour,

@@ -93,6 +93,8 @@ class Controller:
             now = state.now  # time never runs backwards inside the controller
         accrue(state, now)
         state.now = now
+        if state.observed_since is None:
+            state.observed_since = now
         state.steps += 1
         state.outbox = []
         for event in events:
@@ -324,7 +326,7 @@ class Controller:
         return queries.group_views(self.state)
 
     def explain(self, job_id: str) -> queries.JobExplanation | None:
-        return queries.explain(self.state, job_id)
+        return queries.explain(self.state, job_id, indexed=self.config.pending_index)
 
     def autoscaler_status(self) -> queries.AutoscalerStatus:
         return queries.autoscaler_status(self.state, self.config.procurement)

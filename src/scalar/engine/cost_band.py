@@ -3,6 +3,8 @@
 ``HostCosts.cheapest`` prices hosting a job on each group that can take it now: its share of the nodes
 holding it (``hosting_cost_per_hour``) per unit of work, with the rework spot interruptions are expected to
 cost it (``domain.contracts.expected_job_cost``: a FLEX job's duration scales with the model's throughput,
+a block paid whole adds the idle time it commits to that the forecast will not fill,
+``contract_sizing.block_commitment``, so short bursts go to hourly sellers and sustained demand to blocks;
 a long job that does not checkpoint loses its work at every interruption; the published hazards are
 calibrated by the preemptions seen on the spot nodes held, ``interruption_calibration``, and a job whose
 interrupted run outlived its estimate is twice that run long, ``known_work_s``). A FLEX job is kept among the
@@ -34,8 +36,11 @@ from scalar.domain.offers import Offer
 from scalar.domain.packing_model import Job
 from scalar.domain.procurement import ProcurementPolicy, cost_band, hosting_cost_per_hour
 from scalar.domain.reasons import Reason
+from scalar.domain.release import BLOCK_SELLERS
 from scalar.domain.routing_model import Availability
 from scalar.domain.tier import Tier
+from scalar.engine.config import ControllerConfig
+from scalar.engine.contract_sizing import block_commitment
 from scalar.engine.groups import Eligibility, availability_of, base_of, node_headroom
 from scalar.engine.reserve import spared_groups
 from scalar.engine.state import ClusterState, GroupRecord
@@ -89,10 +94,17 @@ class HostCosts:
     """What hosting a job costs on each group, for the cost band (node headroom and in-flight slices
     looked up once per pass)."""
 
-    def __init__(self, state: ClusterState, policy: ProcurementPolicy, now: datetime) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: ProcurementPolicy,
+        now: datetime,
+        config: ControllerConfig | None = None,
+    ) -> None:
         self.state = state
         self.policy = policy
         self.now = now
+        self.config = config  # for a block seller's commitment (its book, the forecast, the market's clock)
         self._headrooms: dict[str, int] = {}
         self._flying: set[str] | None = None
         self._calibration: float | None = None
@@ -156,9 +168,17 @@ class HostCosts:
                     unpublished_rate=self.policy.unpublished_interruption_rate,
                     hazard=self._hazard(rec),
                 )
+                if self.config is not None and rec.provider in BLOCK_SELLERS:
+                    nodes = (
+                        float(cost * alike / rec.offer.price_per_hour) if rec.offer.price_per_hour else 1.0
+                    )
+                    commitment = block_commitment(self.state, self.config, rec, job, alike, nodes, self.now)
+                    if commitment is not None:
+                        expected = expected.with_commitment(commitment)
                 detail[view] = expected
                 priced[view] = expected.per_work_hour
         costs = priced
+        tolerance = float(self.policy.host_cost_tolerance)
         budget = self.policy.fast_max_wait_s
         slow: set[str] = set()
         heavy: set[str] = set()
@@ -171,6 +191,9 @@ class HostCosts:
         preferred = self.policy.preferred_provider(job.gpu_count)
         if job.tier is Tier.FAST:
             mine = {v: c for v, c in priced.items() if self.state.groups[base_of(v)[0]].provider == preferred}
+            # Seed 000's rule sends 8+ GPUs to blocks for sustained demand: a block the forecast leaves mostly
+            # idle is not preferred (its commitment over the tolerance), and the job is priced everywhere.
+            mine = {v: c for v, c in mine.items() if self._commitment_factor(detail[v]) <= tolerance}
             costs = mine or priced
             if mine and not restarted:
                 costs = {**mine, **self._short_service_hosts(mine, priced, detail)}
@@ -241,6 +264,10 @@ class HostCosts:
             dropped.append((view, why))
         views = tuple(v for v in where.views if v in band or v not in priced)
         return Eligibility(views, where.gang, where.passed_over + tuple(dropped))
+
+    @staticmethod
+    def _commitment_factor(cost: JobCost) -> float:
+        return 1.0 if cost.commitment is None else cost.commitment.factor
 
     @staticmethod
     def _within_wait(

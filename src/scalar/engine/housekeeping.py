@@ -12,7 +12,11 @@ and the money that accrues while blocks are held.
   (``domain.release.idle_hold``): ``idle_release_s`` for a block paid whole (SFCompute); for a seller
   billing running time, from its billing unit (in the market's clock), the time the block took from
   purchase to READY and the arrivals in the last hour of the jobs its nodes could host (tier, GPU model,
-  memory, CPU, RAM: ``hostable_arrivals_per_hour``).
+  memory, CPU, RAM: ``hostable_arrivals_per_hour``). A block paid whole gains nothing from a release but
+  what its time sells for: past its hold it is sold back instead (``resale.sell_instead_of_release``:
+  every whole hour left on its unsold nodes offered, credited like any sale, what does not sell offered
+  again an hour later), and released only when there is nothing left to sell or its seller refuses sell
+  orders.
 - Accrual: between two steps each open block costs ``price x GPUs x time``; the GPUs that held a job in
   that time are the delivered GPU-hours (state between steps is constant, so this is exact).
 """
@@ -33,6 +37,7 @@ from scalar.domain.timefmt import exact_seconds
 from scalar.engine.config import ControllerConfig
 from scalar.engine.costs import paid_node
 from scalar.engine.lifecycle import IN_FLIGHT_STATES, OPEN_ORDER_STATES, OrderStatus
+from scalar.engine.resale import sell_instead_of_release
 from scalar.engine.reserve import RESTART_RESERVE_CODE, Reserve, restart_reserves
 from scalar.engine.state import BlockRecord, ClusterState, NodeRecord
 from scalar.engine.transitions import back_off, lose_node, older_than, release_block, release_nodes
@@ -375,6 +380,8 @@ def _release_part(
             hold.hold_s,
             idle_s,
         )
+        if sell_instead_of_release(state, config, block, now, reason):
+            return False  # paid whole: its time is sold back (credited) rather than dropped
         release_block(state, block, "idle", reason)
         return True
     busy = sum(1 for n in block.node_ids if n in state.nodes and state.nodes[n].live) - len(nodes)

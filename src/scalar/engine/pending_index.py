@@ -13,6 +13,10 @@ shape's jobs are kept in chunks that know their shortest job, and a chunk with n
 whole. A step then costs what changed (the jobs placed, submitted, finished), not the length of the queue.
 
 Jobs without a ``Job`` (invalid specs) are never in the index: neither pass considers them.
+
+The index is the fast path of one parameter, ``ControllerConfig.pending_index``; ``False`` walks every
+pending job as the passes did before the index (sorting them all each pass): the reference the index must
+match decision for decision (tests/engine/test_incremental_equivalence.py).
 """
 
 from __future__ import annotations
@@ -23,10 +27,6 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from scalar.domain.packing_model import Job
-
-# ``False`` walks every pending job as the passes did before the index (sorting them all each pass): the
-# reference the index must match decision for decision (tests/engine/test_incremental_equivalence.py).
-USE_INDEX = True
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHUNK = 256  # a chunk splits in two past twice this many jobs

@@ -17,7 +17,6 @@ from scalar.domain.procurement import ProcurementPolicy
 from scalar.domain.reasons import Reason
 from scalar.domain.routing_model import PendingGroup, RoutingDecision
 from scalar.domain.tier import Tier
-from scalar.engine import pending_index
 from scalar.engine.actions import Action, WorkPlacement
 from scalar.engine.cost_band import SpotRisk, spot_risk
 from scalar.engine.costs import block_status, busy_by_tenant, busy_gpus_now, buyers_of, paid_gpus_now
@@ -337,20 +336,23 @@ def group_view(state: ClusterState, rec: GroupRecord, tally: dict[str, int]) -> 
     )
 
 
-def queue(state: ClusterState) -> list[str]:
-    """The pending jobs in queue order (merged from the pending index's per-shape queues)."""
-    if pending_index.USE_INDEX:
+def queue(state: ClusterState, *, indexed: bool) -> list[str]:
+    """The pending jobs in queue order: merged from the pending index's per-shape queues when ``indexed``
+    (``ControllerConfig.pending_index``), else every pending job sorted (the reference)."""
+    if indexed:
         return list(state.pending_index.ordered())
     jobs = [state.jobs[j].job for j in state.pending_ids]
     return [job.id for job in order_pending([j for j in jobs if j is not None])]
 
 
-def explain(state: ClusterState, job_id: str) -> JobExplanation | None:
+def explain(state: ClusterState, job_id: str, *, indexed: bool) -> JobExplanation | None:
+    """Why the job is where it is; ``indexed``: its queue position read from the pending index
+    (``ControllerConfig.pending_index``)."""
     rec = state.jobs.get(job_id)
     if rec is None or rec.state is None:
         return None
     order = state.orders.get(rec.order_key) if rec.order_key else None
-    waiting = queue(state) if rec.state is JobState.PENDING else []
+    waiting = queue(state, indexed=indexed) if rec.state is JobState.PENDING else []
     position = waiting.index(job_id) + 1 if job_id in waiting else None
     lines: list[str] = []
     if rec.reason is not None:

@@ -35,7 +35,6 @@ from scalar.domain.packing import need_text as need_text  # controller.py and au
 from scalar.domain.packing_model import Job, Node, order_pending
 from scalar.domain.packing_text import fmt_indices
 from scalar.domain.reasons import Reason
-from scalar.engine import pending_index
 from scalar.engine.actions import StartWork, WorkPlacement
 from scalar.engine.agents import NEEDS_AGENT_NODE
 from scalar.engine.config import SCALAR_SCORE, ControllerConfig
@@ -43,6 +42,7 @@ from scalar.engine.groups import gang_parts
 from scalar.engine.lifecycle import JobState
 from scalar.engine.packing_classes import NodeClasses
 from scalar.engine.pending_index import OrderKey, Shape
+from scalar.engine.resale import offered_cuts, until_cut
 from scalar.engine.state import ClusterState, JobRecord, PlacementSummary, RejectionCount, SkipLog
 
 GANG_PLACED = "gang_placed"
@@ -76,7 +76,10 @@ class _Pass:
             if rec.state is NodeState.READY and rec.node.block.end_time > now and not rec.draining
         ]
         ready.sort(key=lambda r: r.id)
-        self.nodes: list[Node] = [r.node for r in ready]
+        # A node named by a sell order in flight ends, for the packer, at the sale's cut (engine/resale.py):
+        # only work that ends before it goes there, and the expiry filter says why the rest does not.
+        self.cuts = offered_cuts(state)
+        self.nodes: list[Node] = [until_cut(r.node, self.cuts) for r in ready]
         self.position = {n.id: i for i, n in enumerate(self.nodes)}
         # shape -> (duration of the job that failed, the summary every job of that shape and at least that
         # duration gets: one value shared by all of them, not one new sentence per skipped job)
@@ -84,7 +87,7 @@ class _Pass:
         self.reserved = reservations(state, config, now, [r.id for r in ready])
         # Jobs with a command run only on agent-backed nodes, pure reservations only on the others.
         self.agent_ids = frozenset(r.id for r in ready if r.agent)
-        views = state.node_views if pending_index.USE_INDEX else None
+        views = state.node_views if config.pending_index else None
         if views is not None and len(views) > 2 * len(ready) + 64:  # forget nodes gone from READY
             keep = {r.id for r in ready}
             views = state.node_views = {k: v for k, v in views.items() if k in keep}
@@ -104,14 +107,14 @@ class _Pass:
 
     def refresh(self, node_id: str) -> None:
         i = self.position[node_id]
-        self.nodes[i] = self.state.nodes[node_id].node
+        self.nodes[i] = until_cut(self.state.nodes[node_id].node, self.cuts)
         self.classes_of(node_id).update(self.nodes[i], self.reserved.get(node_id))
 
     def classes_of(self, node_id: str) -> NodeClasses:
         return self.agent_classes if node_id in self.agent_ids else self.classes
 
     def run(self, records: Sequence[JobRecord]) -> None:
-        """The reference walk: every pending job in queue order (``pending_index.USE_INDEX = False``)."""
+        """The reference walk: every pending job in queue order (``config.pending_index`` false)."""
         self.state.skipped = None
         by_id = {rec.spec.job_id: rec for rec in records}
         jobs = [rec.job for rec in records if rec.job is not None]
@@ -397,7 +400,7 @@ def schedule(state: ClusterState, config: ControllerConfig, now: datetime) -> No
         return
     state.schedule_dirty = False
     pass_ = _Pass(state, config, now)
-    if pending_index.USE_INDEX:
+    if config.pending_index:
         pass_.run_indexed()
     else:
         pass_.run([state.jobs[job_id] for job_id in state.pending_ids])

@@ -136,6 +136,7 @@ def header(
     return {
         "version": SNAPSHOT_VERSION,
         "now": encode(state.now),
+        "observed_since": encode(state.observed_since),
         "steps": state.steps,
         "counters": dict(state.counters),
         "offers_version": state.offers_version,
@@ -286,6 +287,7 @@ def restore(data: Mapping[str, Any], market: Mapping[str, Any]) -> ClusterState:
             )
     s = ClusterState()
     s.now = decode(datetime | None, data.get("now"), "now")
+    s.observed_since = decode(datetime | None, data.get("observed_since"), "observed_since")
     s.steps = decode(int, data.get("steps", 0), "steps")
     s.counters = decode(dict[str, int], data.get("counters", {}), "counters")
     s.spot_seen = decode(dict[str, tuple[int, float]], data.get("spot_seen", {}), "spot_seen")

@@ -349,6 +349,9 @@ class ClusterState:
         # The jobs that arrived lately, as (when, job): the demand forecast contracts are sized against
         # (engine/contract_sizing.py; pruned to its forecast window).
         self.arrived_jobs: deque[tuple[datetime, Job]] = deque()
+        # When the controller began watching arrivals (its first step): hours before it are not hours
+        # without arrivals, so the forecast's steady rate reads only the hours since (contract_sizing.py).
+        self.observed_since: datetime | None = None
         # Sell orders on blocks' remaining time (engine/resale.py): each offer by action id, and when each
         # block was last offered (one offer an hour at most).
         # Per spot group: the preemptions seen and the node-seconds its stopped nodes were held, against which
@@ -384,7 +387,7 @@ class ClusterState:
         self.schedule_dirty = True
         self.next_schedule_at: datetime | None = None
         # Bumped whenever the groups' offers change (refresh_groups): procurement's ranking is a function of
-        # the offers and the demand, so it is recomputed only when either changed (autoscaler.update_priorities).
+        # the offers and the demand, so it is recomputed only when either changed (autoscaler.ranking_step).
         self.offers_version = 0
         self.priorities_key: tuple[object, ...] | None = None
         # The blocks not yet seen closed, in ``blocks`` order, and how many of ``blocks`` were looked at

@@ -23,12 +23,11 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from scalar.domain.contracts import work_rate
 from scalar.domain.market import CapacityRequest, NodeEvent, NodeState, Order, SaleFill
-from scalar.domain.money import usd_text
 from scalar.domain.offers import SFCOMPUTE, Offer
 from scalar.domain.tier import Tier
 from scalar.providers.base import Book, Provider, ProviderError
 from scalar.providers.builtin import schema
-from scalar.providers.builtin.clock import US_PER_HOUR, US_PER_S, describe_duration, market_hour_us, to_us
+from scalar.providers.builtin.clock import US_PER_S, describe_duration, market_hour_us, to_us
 from scalar.providers.builtin.config import (
     BOOK_SHAPES,
     BUILTIN_CUDA_VERSION,
@@ -255,8 +254,9 @@ class BuiltinMarket:
 
     @_database_errors
     def release(self, block_id: str, now: datetime, provider: str | None = None) -> None:
-        """End a block's contract now: its live nodes terminate, their jobs are killed; an SFCompute-style
-        block's remaining whole hours are sold back into the book at the current best ask."""
+        """End a block's contract now: its live nodes terminate, their jobs are killed. The time an
+        SFCompute-style block had left is not resold on the buyer's behalf: only a sell order
+        (``sell``, providers/builtin/sales.py) resells it, and its proceeds are the buyer's."""
         name = provider or MARKET
         with self._at(now, name) as (conn, at_us):
             block = conn.execute(select(schema.blocks).where(schema.blocks.c.block_id == block_id)).first()
@@ -266,21 +266,11 @@ class BuiltinMarket:
             live = [row for row in rows if row.next_us is not None]
             if block.released_us is not None or not live:
                 return
-            reason = "released by the buyer"
-            extra: dict[str, str] = {}
-            # Nodes whose tail a sell order already sold (providers/builtin/sales.py) end at their cut: only
-            # the time still the buyer's goes back on the book.
-            unsold = [row for row in live if int(row.end_us) == int(block.end_us)]
-            if block.provider == SFCOMPUTE and unsold:
-                sold = self._sell_back(conn, block, len(unsold), at_us)
-                if sold:
-                    hours, price = sold
-                    reason += (
-                        f"; the remaining {hours} h of {len(unsold)} node(s) went back on the book at "
-                        f"{usd_text(price)}/GPU-h"
-                    )
-                    extra = {"sold_back_hours": str(hours), "sold_back_price_per_gpu_hour": str(price)}
-            write_events(conn, terminate_nodes(conn, rows, at_us, CAUSE_RELEASED, reason, extra))
+            # Nothing goes back on the book: relisting the buyer's hours would sell them without crediting
+            # the buyer. The buyer sells them first, with sell orders, if it wants the proceeds.
+            write_events(
+                conn, terminate_nodes(conn, rows, at_us, CAUSE_RELEASED, "released by the buyer", {})
+            )
             conn.execute(
                 update(schema.blocks).where(schema.blocks.c.block_id == block_id).values(released_us=at_us)
             )
@@ -315,30 +305,6 @@ class BuiltinMarket:
             write_events(
                 conn, terminate_nodes(conn, chosen, at_us, CAUSE_RELEASED, "released by the buyer", {})
             )
-
-    def _sell_back(
-        self, conn: Connection, block: Any, live_nodes: int, at_us: int
-    ) -> tuple[int, Decimal] | None:
-        remaining_us = int(block.end_us) - at_us
-        hours = int(remaining_us * self.config.time_scale // US_PER_HOUR)
-        if hours < 1:
-            return None
-        book = live_book(conn, self.catalog, self.config, self.seed, block.instance_type, at_us)
-        price = book.best_ask
-        if price is None:
-            price = book.generated.asks[0].price_per_gpu_hour
-        conn.execute(
-            insert(schema.resales).values(
-                instance_type=block.instance_type,
-                block_id=block.block_id,
-                price_per_gpu_hour=str(price),
-                quantity_gpus=live_nodes * int(block.gpus_per_node),
-                duration_hours=hours,
-                listed_us=at_us,
-                expires_us=int(block.end_us),
-            )
-        )
-        return hours, price
 
     @_database_errors
     def sell(
