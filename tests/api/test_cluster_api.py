@@ -181,10 +181,16 @@ def assert_costs_add_up(costs: dict[str, Any]) -> None:
             Decimal(line[k]) for k in ("paid_gpu_hours", "delivered_gpu_hours", "idle_gpu_hours")
         )
         assert paid == delivered + idle and idle >= 0
+        # net_cost = accrued + sold_back_cost - sold_back_revenue (engine/costs.py); what the resold hours
+        # cost under their contracts (sold_back_cost) is not published: it is what net_cost adds to the
+        # accrued less the proceeds, never negative, and nothing when nothing was resold
+        accrued, proceeds, net = (Decimal(line[k]) for k in ("accrued", "sold_back_revenue", "net_cost"))
+        sold_back_cost = net - accrued + proceeds
+        assert sold_back_cost >= 0, line
+        if not Decimal(line["sold_back_gpu_hours"]):
+            assert sold_back_cost == 0, line
         if delivered:
-            assert Decimal(line["cost_per_delivered_gpu_hour"]) == round_micros(
-                (Decimal(line["accrued"]) - Decimal(line["sold_back_revenue"])) / delivered
-            )
+            assert Decimal(line["cost_per_delivered_gpu_hour"]) == round_micros(net / delivered)
     for block in costs["by_block"]:
         assert sum(Decimal(t["gpu_hours"]) for t in block["by_tenant"]) == Decimal(block["paid_gpu_hours"])
         assert sum(Decimal(t["cost"]) for t in block["by_tenant"]) == Decimal(block["accrued"])

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from scalar.web.formatting import percent, quantity, usd
 from tests.e2e.browser import submit, wait_until
 from tests.e2e.conftest import BrowserPage, Dashboard
 
@@ -97,12 +100,48 @@ def test_every_page_renders_real_data(browser_page: BrowserPage, dashboard: Dash
     browser_page.shot("prices")
 
     browser_page.open("/ui/costs")
+    _assert_cost_tiles_are_the_api_answer(browser_page)
     costs = api.get("/costs").json()
-    assert page.locator("#cost-totals .stat-value").first.inner_text().startswith("$")
     assert page.locator("#by-provider tbody tr").count() == len(costs["by_provider"]) > 0
     assert page.locator("svg.chart.spend path.line").count() == 1
     assert page.locator("#blocks tbody tr").count() == min(100, api.get("/blocks").json()["count"])
     browser_page.shot("costs")
+
+
+# The totals tiles of the costs page that are /costs' fields, with the page's formatting (costs.html).
+COST_TILES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "Utilisation": lambda c: "-" if c["utilization"] is None else percent(c["utilization"], 1),
+    "Paid GPU-h": lambda c: quantity(c["paid_gpu_hours"]),
+    "Delivered GPU-h": lambda c: quantity(c["delivered_gpu_hours"]),
+    "Idle GPU-h": lambda c: quantity(c["idle_gpu_hours"]),
+    "Idle $": lambda c: usd(c["idle_cost"]),
+    "Resold GPU-h": lambda c: quantity(c["sold_back_gpu_hours"]),
+    "Resale revenue": lambda c: usd(c["sold_back_revenue"]),
+}
+READ_TILES = """() => Object.fromEntries([...document.querySelectorAll('#cost-totals .stat')].map(
+    s => [s.querySelector('.stat-label').textContent.trim(), s.querySelector('.stat-value').textContent.trim()]))"""
+
+
+def _assert_cost_tiles_are_the_api_answer(browser_page: BrowserPage, timeout_s: float = 60.0) -> None:
+    """The costs page's tiles show what ``GET /costs`` answers for the same state. The answer moves while a
+    contract is open (its GPU-hours accrue to the second, the utilisation with them, ever more slowly as
+    the job runs on), so the page is rendered between two reads of the API until both read the same as
+    formatted: the page, rendered in between, must then show exactly that."""
+    api, page = browser_page.dashboard.client, browser_page.page
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = {label: show(api.get("/costs").json()) for label, show in COST_TILES.items()}
+        page.reload()
+        tiles = page.evaluate(READ_TILES)
+        after = {label: show(api.get("/costs").json()) for label, show in COST_TILES.items()}
+        if before == after:
+            assert {label: tiles.get(label) for label in COST_TILES} == after, tiles
+            assert after["Utilisation"].endswith("%"), after  # a contract was paid for: not "-"
+            return
+        assert time.monotonic() < deadline, (
+            f"GET /costs never read the same around a render: {before}, {after}"
+        )
+        time.sleep(0.5)
 
 
 def test_orderbook_inputs_recompute_the_optimal_row(browser_page: BrowserPage, dashboard: Dashboard) -> None:

@@ -15,6 +15,10 @@ with the job is the preview:
 - waiting for a purchase already on its way, or held (no offer fits, budgets...): the reason, nothing new
   committed.
 
+The job's cost (``job_cost``, placed or bought) is its GPUs x the price x its run hours on the GPU model
+chosen (``run_hours``): a FAST job's duration is wall time, a FLEX job's is work in reference (A100)
+GPU-hours, done at that model's ``domain.contracts.work_rate``, as the engine reads it.
+
 Any process that can read the database can answer (the API need not hold the controller). The leader's
 next real step decides for real; it differs only if the cluster changed in between: for a FLEX job that
 waits for its batch, what happens until the batch is released (purchases filled, nodes booted, other
@@ -29,6 +33,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from scalar.domain.contracts import work_rate
 from scalar.domain.money import micros_text
 from scalar.domain.offers import Offer
 from scalar.domain.reasons import Reason
@@ -59,6 +64,15 @@ def checked_spec(
     if spec is not None:
         problems = validate_job_spec(spec, settings.controller, offers)
     return spec, problems
+
+
+def run_hours(spec: JobSpec, gpu_model: str | None) -> Decimal:
+    """The hours ``spec`` runs on a GPU of ``gpu_model``: its expected duration over the work units one
+    GPU-hour of that model does for its tier (``domain.contracts.work_rate``: 1 for FAST, the model's
+    throughput relative to the A100 for FLEX), as the engine expects its run (``domain.packing``
+    ``expected_run_s``)."""
+    rate = work_rate(gpu_model, Tier.parse(str(spec.tier)))
+    return Decimal(str(spec.expected_duration_sec)) / Decimal(repr(rate)) / HOUR
 
 
 def _base(spec: JobSpec) -> dict[str, Any]:
@@ -125,13 +139,12 @@ def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> d
         later = at + timedelta(seconds=settings.controller.flex_batch_wait_s)
         actions = controller.step(later, [])
         out["decided_by"]["at"] = later.isoformat()
-    hours = Decimal(str(spec.expected_duration_sec)) / HOUR
     for action in actions:
         if isinstance(action, StartWork) and action.job_id == PREVIEW_ID:
-            return _placed(out, state, action, spec, hours)
+            return _placed(out, state, action, spec)
     for action in actions:
         if isinstance(action, BuyCapacity) and PREVIEW_ID in action.for_jobs:
-            return _bought(out, state, action, spec, hours)
+            return _bought(out, state, action, spec)
     rec = state.jobs.get(PREVIEW_ID)
     why = "" if rec is None or rec.reason is None else rec.reason.message
     if rec is not None and rec.order_key is not None:
@@ -147,13 +160,12 @@ def preview(store: Store, settings: Settings, spec: JobSpec, now: datetime) -> d
     return out
 
 
-def _placed(
-    out: dict[str, Any], state: ClusterState, action: StartWork, spec: JobSpec, hours: Decimal
-) -> dict[str, Any]:
+def _placed(out: dict[str, Any], state: ClusterState, action: StartWork, spec: JobSpec) -> dict[str, Any]:
     node_id = action.node_id
     node = state.nodes[node_id]
     block = state.blocks.get(node.block_id)
     price = block.grant.price_per_gpu_hour if block is not None else Decimal(0)
+    hours = run_hours(spec, node.node.block.gpu_model)
     cost = price * spec.gpu_count * hours
     free = node.node.free_gpu_count() + spec.gpu_count
     out.update(
@@ -177,10 +189,9 @@ def _placed(
     return out
 
 
-def _bought(
-    out: dict[str, Any], state: ClusterState, action: BuyCapacity, spec: JobSpec, hours: Decimal
-) -> dict[str, Any]:
+def _bought(out: dict[str, Any], state: ClusterState, action: BuyCapacity, spec: JobSpec) -> dict[str, Any]:
     req = action.request
+    hours = run_hours(spec, req.gpu_model)
     group = state.groups.get(action.group)
     offered = None if group is None or group.offer is None else group.offer.price_per_gpu_hour
     price = offered if offered is not None else (req.limit_price_per_gpu_hour or Decimal(0))

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from scalar.domain.money import micros_text
-from scalar.domain.timefmt import exact_seconds, parse_iso
+from scalar.domain.timefmt import parse_iso
 from scalar.engine import Controller
 from scalar.engine.queries import JobExplanation
 from scalar.runtime.leader import Leader
@@ -62,7 +62,8 @@ def rows(tx: Tx, table: str, state: str | None = None) -> list[Projection]:
 
 @dataclass(frozen=True, slots=True)
 class BlockCost:
-    """One contract's spend as of ``now``: the projection's accrued plus what accrued since it was written."""
+    """One contract's spend as of ``now``: its accounting carried forward to ``now`` by the rule ``GET /costs``
+    uses (``views_market.block_account``), so /blocks, /status and /metrics show the spend /costs does."""
 
     data: dict[str, Any]
     provider: str
@@ -85,25 +86,22 @@ class BlockCost:
 
 
 def block_cost(row: Projection, now: datetime) -> BlockCost:
+    """``row``'s contract as of ``now``. ``accrued`` is the engine's accounting carried forward exactly as
+    ``GET /costs`` carries it (one function, ``views_market.block_account``): from the step that wrote it
+    (``accounted_at``) at the GPUs still paid for (``paid_gpus``: a seller billing running time no longer
+    bills a node released alone, preempted or failed). ``gpus`` is the contract's size (every node's
+    GPUs), and ``rate_per_hour`` its price for all of them."""
+    from scalar.runtime.views_market import block_account  # it builds on this module: import at call
+
     data = row.data
     gpus = int(data.get("gpus_per_node", 0)) * len(data.get("node_ids", []))
     price = Decimal(data["price_per_gpu_hour"])
     start, end = parse_iso(data["start_time"]), parse_iso(data["end_time"])
     assert start is not None and end is not None
-    accrued = Decimal(data["accrued"])
-    if row.state == "open" and row.updated_at is not None:
-        since = max(_aware(row.updated_at, now), start)
-        until = min(now, end)
-        if until > since:
-            accrued += price * gpus * exact_seconds(until - since) / HOUR
+    accrued = block_account(row, now).accrued
     return BlockCost(
         data, str(data["provider"]), gpus, price, start, end, Decimal(data["committed"]), accrued
     )
-
-
-def _aware(at: datetime, like: datetime) -> datetime:
-    """SQLite hands times back without their zone: they were stored in UTC."""
-    return at.replace(tzinfo=like.tzinfo) if at.tzinfo is None and like.tzinfo is not None else at
 
 
 class ClusterViews:

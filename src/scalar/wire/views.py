@@ -443,7 +443,9 @@ class PreviewOut(BaseModel):
     needs_purchase: bool
     node: PreviewNodeOut | None = Field(description="the READY node it fits on now, if any")
     purchase: PreviewPurchaseOut | None = Field(description="the purchase it would need, if any")
-    job_cost: Money | None = Field(description="the job's GPUs x price x expected duration")
+    job_cost: Money | None = Field(
+        description="the job's GPUs x price x expected run hours on the GPU model (FLEX work over its throughput)"
+    )
     new_commitment: Money = Field(description="new money committed by a purchase (0 when it fits now)")
     waits_for: dict[str, Any] | None = Field(
         default=None, description="the purchase already on its way it would wait for (order_key, group)"
