@@ -158,8 +158,11 @@ def test_a_duplicate_fill_changes_nothing_and_is_paid_once() -> None:
     c.step(at(40), [filled(buy, at(40))])
     assert len(c.blocks()) == 1 and len(c.nodes()) == 1
     c.step(at(3630), [tick()])
-    # One node of 8 GPUs at $2.20 for one hour.
-    assert c.costs().accrued == 8 * buy.request.limit_price_per_gpu_hour  # type: ignore[operator]
+    # One node of 8 GPUs at $2.20 for its contract, paid once (whole: a block seller's contract is paid
+    # to its end, released early or not).
+    hours = Decimal(buy.request.duration_s) / 3600
+    report = c.costs()
+    assert report.accrued == report.committed == 8 * buy.request.limit_price_per_gpu_hour * hours  # type: ignore[operator]
 
 
 def test_a_node_that_never_becomes_ready_fails_after_the_boot_timeout() -> None:

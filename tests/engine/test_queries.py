@@ -159,20 +159,21 @@ def test_costs_spend_delivered_and_idle_gpu_hours() -> None:
     c.step(at(1800), [job_done("blk-1-n0", "j", at(1800))])
     c.step(at(3600), [tick()])
     report = c.costs()
-    # One 8-GPU node at $2.20/GPU-h for an hour; 4 GPUs held a job for half of it.
-    assert report.accrued == Decimal("17.60")
-    assert report.paid_gpu_hours == Decimal(8)
-    assert report.delivered_gpu_hours == Decimal(2)
-    assert report.idle_cost == Decimal("13.20")
-    assert report.cost_per_delivered_gpu_hour == Decimal("8.80")
-    # 8 GPUs x $2.20 x 2 h, the whole contract: sized to the 30-minute job and its 45 minutes of allowances.
+    # One 8-GPU node at $2.20/GPU-h on a 2-hour contract (sized to the 30-minute job and its 45 minutes of
+    # allowances), released idle after an hour: paid whole, it costs its commitment all the same; 4 GPUs
+    # held a job for half an hour of it.
     assert report.committed == Decimal("35.20")
+    assert report.accrued == Decimal("35.20")
+    assert report.paid_gpu_hours == Decimal(16)
+    assert report.delivered_gpu_hours == Decimal(2)
+    assert report.idle_cost == Decimal("30.80")
+    assert report.cost_per_delivered_gpu_hour == Decimal("17.60")
     [row] = report.by_provider
-    assert (row.provider, row.line.idle_gpu_hours) == ("sfcompute", Decimal(6))
+    assert (row.provider, row.line.idle_gpu_hours) == ("sfcompute", Decimal(14))
     [block] = report.by_block
     assert [(t.tenant, t.gpu_hours, t.cost) for t in block.by_tenant] == [
         ("default", Decimal(2), Decimal("4.40")),
-        ("(idle)", Decimal(6), Decimal("13.20")),
+        ("(idle)", Decimal(14), Decimal("30.80")),
     ]
     # Asking again changes nothing: spend is never counted twice.
     c.step(at(3600), [tick()])

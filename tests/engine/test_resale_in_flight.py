@@ -9,6 +9,7 @@ seller refuses sell orders."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from scalar.engine import ControllerConfig, ReleaseBlock, SellCapacity, StartWork
 from scalar.engine.actions import Action
@@ -117,7 +118,15 @@ def test_a_seller_that_refuses_sell_orders_gets_the_block_released_as_before() -
     c.step(at(1210), [answer_offer(offer, None)])
     assert not _of(c.step(at(2400), [tick()]), ReleaseBlock)  # idle 1700 s: within the hold
     [release] = _of(c.step(at(2600), [tick()]), ReleaseBlock)
-    assert release.reason.code == "idle" and not c.state.blocks[offer.block_id].open
+    block = c.state.blocks[offer.block_id]
+    assert release.reason.code == "idle" and not block.open
+    # Released early, the block still costs its whole commitment: the hours left are paid at the release,
+    # as idle time (before, its spend stopped at the release: /costs showed a fraction of the commitment).
+    hours = Decimal((block.block.end_time - block.block.start_time).total_seconds()) / 3600
+    gpus = block.block.gpus_per_node * len(block.node_ids)
+    assert abs(block.accrued - block.grant.price_per_gpu_hour * gpus * hours) < Decimal("1e-9")
+    assert block.paid_gpu_s == gpus * hours * 3600
+    assert block.paid_gpu_s >= block.busy_gpu_s
 
 
 def test_where_the_release_would_drop_hours_the_forecast_kept_they_are_sold_instead() -> None:

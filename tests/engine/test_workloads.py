@@ -11,6 +11,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalar.domain.release import billing_unit_s
 from scalar.engine import Controller, ControllerConfig, event_from_dict, event_to_dict
 from tests.conftest import REPO
 from tests.engine.invariants import check_all
@@ -68,6 +69,8 @@ def _expected_paid_gpu_s(world: World, block_id: str, now: datetime) -> Decimal:
     block = world.blocks[block_id]
     grant = block.grant
     end = min(grant.end_time, block.released_at or now, now)
+    if block.released_at is not None and billing_unit_s(grant.provider) is None:
+        end = grant.end_time  # a contract paid whole is paid to its end, released early or not
     paid = Decimal(0)
     for node in grant.node_ids:  # a node released alone stops being paid for then
         stop = min(end, block.stopped.get(node, end))

@@ -9,6 +9,7 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalar.domain.release import billing_unit_s
 from scalar.engine import Controller, ControllerConfig
 from scalar.engine.codec import encode
 from scalar.engine.costs import cost_report
@@ -37,6 +38,13 @@ def test_a_projection_carried_forward_matches_the_engine(seed: int, steps: int, 
     for mine, theirs in zip(projected.by_block, engine.by_block, strict=True):
         assert mine.block_id == theirs.block_id
         got, want = mine.line, theirs.line
+        rec = c.state.blocks[mine.block_id]
+        if rec.released_at == later and billing_unit_s(rec.grant.provider) is None:
+            # Released by the step at `later`, a contract paid whole pays the hours it had left then: an
+            # action the projection of the state before it cannot know of; it only adds.
+            assert want.accrued >= got.accrued - Decimal("0.000001")
+            assert want.paid_gpu_hours >= got.paid_gpu_hours
+            continue
         assert (got.paid_gpu_hours, got.delivered_gpu_hours, got.idle_gpu_hours) == (
             want.paid_gpu_hours,
             want.delivered_gpu_hours,

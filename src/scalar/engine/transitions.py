@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from scalar.domain.contracts import known_work_s, run_work_s
 from scalar.domain.market import NodeState
 from scalar.domain.reasons import Reason
 from scalar.domain.release import billing_unit_s
+from scalar.domain.timefmt import exact_seconds
 from scalar.engine.actions import ReleaseBlock, ReleaseNodes, StopWork
 from scalar.engine.config import ControllerConfig
 from scalar.engine.lifecycle import NODE_STAGE, JobState, is_legal
 from scalar.engine.state import BlockRecord, ClusterState, GroupRecord, JobRecord, NodeRecord
+
+_HOUR = Decimal(3600)
 
 
 def stop_on(state: ClusterState, rec: JobRecord, node_ids: tuple[str, ...], why: str, reason: Reason) -> None:
@@ -179,6 +183,8 @@ def back_off(state: ClusterState, config: ControllerConfig, group: GroupRecord, 
 
 def release_block(state: ClusterState, block: BlockRecord, why: str, reason: Reason) -> None:
     """End a contract early: a ``ReleaseBlock``, then its nodes TERMINATED (nothing runs on them)."""
+    if billing_unit_s(block.grant.provider) is None:
+        _pay_the_rest(state, block)
     block.released_at = state.at
     action = ReleaseBlock(state.next_id("act"), reason, block.grant.block_id, block.grant.provider, why)
     state.emit(action, (block.grant.block_id, block.group))
@@ -186,6 +192,21 @@ def release_block(state: ClusterState, block: BlockRecord, why: str, reason: Rea
         node = state.nodes.get(node_id)
         if node is not None and node.live:
             lose_node(state, node, NodeState.TERMINATED, reason)
+
+
+def _pay_the_rest(state: ClusterState, block: BlockRecord) -> None:
+    """A contract paid whole costs its commitment however early it ends: the time each node had left (to
+    its cut where a sale took its tail, engine/resale.py) is paid at the release, as idle GPU-time, so the
+    block's spend is what was committed less what resale brought back (issue 16, "costs that add up")."""
+    now = state.at
+    gpus = block.block.gpus_per_node
+    for node_id in block.node_ids:
+        node = state.nodes.get(node_id)
+        end = block.block.end_time if node is None else min(block.block.end_time, node.node.block.end_time)
+        if end > now:
+            dt = exact_seconds(end - now)
+            block.paid_gpu_s += gpus * dt
+            block.accrued += block.grant.price_per_gpu_hour * gpus * dt / _HOUR
 
 
 def release_nodes(
