@@ -101,7 +101,7 @@ def observed_hours(state: ClusterState, now: datetime) -> int:
     return max(0, min(FORECAST_HOURS, int(watched_s // 3600)))
 
 
-def _alternative(state: ClusterState, rec: GroupRecord) -> Decimal | None:
+def alternative_price(state: ClusterState, rec: GroupRecord) -> Decimal | None:
     """The cheapest hourly seller's price per unit of work for the tier, per GPU-hour of ``rec``'s model."""
     best: Decimal | None = None
     for other in state.groups.values():
@@ -145,11 +145,15 @@ def block_commitment(
     jobs: int,
     nodes: float,
     now: datetime,
+    arrivals: Forecast | None = None,
+    alternative: tuple[Decimal | None] | None = None,
 ) -> Commitment | None:
     """What buying ``rec``'s block for ``jobs`` jobs like ``job`` (held on ``nodes`` of its nodes while they
     run) commits them to beyond their share of the nodes (``domain.contracts.Commitment``): the contract
     ``size_contract`` would choose for them, against the same forecast (their run hours on the model plus
-    the steady arrivals), and how much of it that forecast fills. ``None`` for an hourly seller."""
+    the steady arrivals: ``arrivals``, ``forecast_for`` the group with no jobs, and ``alternative``,
+    ``(alternative_price(state, rec),)``, when the caller has them), and how much of it that forecast
+    fills. ``None`` for an hourly seller."""
     offer = rec.offer
     if rec.provider not in BLOCK_SELLERS or offer is None or offer.gpu_count <= 0 or jobs < 1:
         return None
@@ -159,8 +163,8 @@ def block_commitment(
     gpus = max(1, math.ceil(nodes - 1e-9)) * int(offer.gpu_count)
     scale = config.time_scale(rec.provider)
     run_h = job.expected_duration_sec * scale / 3600.0 / work_rate(offer.gpu_model, rec.tier)
-    queued = tuple((job.gpu_count, run_h) for _ in range(jobs))
-    base = forecast_for(state, config, rec, [], now)
+    queued = ((jobs * job.gpu_count, run_h),)  # the alike jobs as one: the same GPU-hours, the same longest
+    base = arrivals if arrivals is not None else forecast_for(state, config, rec, [], now)
     forecast = Forecast(queued, base.rate_gpu_hours_per_hour, base.horizon_hours)
     allowance = (config.safety_margin_s + config.request_timeout_s + config.boot_timeout_s) * scale
     choice = choose_contract(
@@ -168,7 +172,7 @@ def block_commitment(
         price_per_gpu_hour=price,
         lengths_hours=block_lengths(state, rec, run_h * 3600.0 + allowance, True),
         forecast=forecast,
-        alternative_per_gpu_hour=_alternative(state, rec),
+        alternative_per_gpu_hour=alternative_price(state, rec) if alternative is None else alternative[0],
     )
     density = min(1.0, jobs * job.gpu_count / gpus)
     return Commitment(choice.chosen.hours, choice.chosen.utilisation(gpus), density)
@@ -197,7 +201,7 @@ def size_contract(
             price_per_gpu_hour=price_per_gpu_hour,
             lengths_hours=lengths,
             forecast=forecast,
-            alternative_per_gpu_hour=_alternative(state, rec),
+            alternative_per_gpu_hour=alternative_price(state, rec),
         )
         duration = int(choice.chosen.hours * 3600)
         return Sizing(duration, choice.text(gpus), choice)

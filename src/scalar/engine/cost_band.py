@@ -22,6 +22,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scalar.domain.contracts import (
+    Forecast,
     JobCost,
     expected_boot_s,
     expected_downtime_s,
@@ -40,7 +41,7 @@ from scalar.domain.release import BLOCK_SELLERS
 from scalar.domain.routing_model import Availability
 from scalar.domain.tier import Tier
 from scalar.engine.config import ControllerConfig
-from scalar.engine.contract_sizing import block_commitment
+from scalar.engine.contract_sizing import alternative_price, block_commitment, forecast_for
 from scalar.engine.groups import Eligibility, availability_of, base_of, node_headroom
 from scalar.engine.reserve import spared_groups
 from scalar.engine.state import ClusterState, GroupRecord
@@ -110,6 +111,8 @@ class HostCosts:
         self._calibration: float | None = None
         self._boots: dict[str, float] = {}
         self._spared: set[str] | None = None
+        # per block-seller group: its steady arrivals and the hourly alternative's price, once a pass
+        self._forecasts: dict[str, tuple[Forecast, tuple[Decimal | None]]] = {}
 
     def cheapest(
         self,
@@ -172,7 +175,9 @@ class HostCosts:
                     nodes = (
                         float(cost * alike / rec.offer.price_per_hour) if rec.offer.price_per_hour else 1.0
                     )
-                    commitment = block_commitment(self.state, self.config, rec, job, alike, nodes, self.now)
+                    commitment = block_commitment(
+                        self.state, self.config, rec, job, alike, nodes, self.now, *self._block_inputs(rec)
+                    )
                     if commitment is not None:
                         expected = expected.with_commitment(commitment)
                 detail[view] = expected
@@ -329,6 +334,15 @@ class HostCosts:
         if not short or min(mine.values()) <= factor * min(short.values()):
             return {}
         return short
+
+    def _block_inputs(self, rec: GroupRecord) -> tuple[Forecast, tuple[Decimal | None]]:
+        """A block-seller group's steady arrivals and the hourly alternative's price, once a pass."""
+        found = self._forecasts.get(rec.name)
+        if found is None:
+            assert self.config is not None
+            arrivals = forecast_for(self.state, self.config, rec, [], self.now)
+            found = self._forecasts[rec.name] = (arrivals, (alternative_price(self.state, rec),))
+        return found
 
     def _hazard(self, rec: GroupRecord) -> float | None:
         """The group's interruptions per hour: its offer's published hazard times the calibration the
