@@ -49,19 +49,27 @@ def bind(
     return chooser
 
 
-def drive(chooser: Policy, state: ClusterState, pods: Sequence[Pod]) -> list[tuple[int, tuple[int, ...]]]:
-    """Place ``pods`` in order; (-1, ()) for a pod that fits nowhere."""
+def drive(
+    chooser: Policy, state: ClusterState, pods: Sequence[Pod], steps: Sequence[int] | None = None
+) -> list[tuple[int, tuple[int, ...]]]:
+    """Place ``pods`` in order; (-1, ()) for a pod that fits nowhere. ``steps``: the pods announced
+    ``steps[k]`` at a time before any of them is placed (default: one at a time)."""
     out: list[tuple[int, tuple[int, ...]]] = []
-    for p in pods:
-        chooser.arrived(p)
-        feasible = state.feasible(p)
-        if len(feasible) == 0:
-            out.append((-1, ()))
-            continue
-        n, gpus = chooser.choose(p, feasible)
-        state.place(p, n, gpus)
-        chooser.placed(p, n)
-        out.append((n, tuple(gpus)))
+    first = 0
+    for size in steps if steps is not None else [1] * len(pods):
+        batch = pods[first : first + size]
+        first += size
+        for p in batch:
+            chooser.arrived(p)
+        for p in batch:
+            feasible = state.feasible(p)
+            if len(feasible) == 0:
+                out.append((-1, ()))
+                continue
+            n, gpus = chooser.choose(p, feasible)
+            state.place(p, n, gpus)
+            chooser.placed(p, n)
+            out.append((n, tuple(gpus)))
     return out
 
 

@@ -227,29 +227,6 @@ class StepPolicy(ScalarPolicy):
         return super().choose(pod, nodes)
 
 
-def drive_steps(
-    policy: ScalarPolicy, state: ClusterState, pods: Sequence[Pod], steps: Sequence[int]
-) -> list[Choice]:
-    """``drive`` with the pods announced a step at a time, then placed in order."""
-    out: list[Choice] = []
-    first = 0
-    for size in steps:
-        batch = pods[first : first + size]
-        first += size
-        for p in batch:
-            policy.arrived(p)
-        for p in batch:
-            feasible = state.feasible(p)
-            if len(feasible) == 0:
-                out.append((-1, ()))
-                continue
-            n, gpus = policy.choose(p, feasible)
-            state.place(p, n, gpus)
-            policy.placed(p, n)
-            out.append((n, tuple(gpus)))
-    return out
-
-
 def assert_same_prior(sim: ShapeWindow, ctl: ShapeWindow) -> None:
     """The same shapes with the same weights (floats compared exactly), learnt as often, at the same jobs."""
     assert (sim.arrived, sim.base, sim.next_learn, sim.learnt) == (
@@ -334,7 +311,7 @@ def test_several_jobs_per_step_and_a_stream_past_the_relearns_at_512_and_1024() 
     state, views = make_state(nodes, pods)
     policy = StepPolicy()
     bind(policy, state)
-    sim = drive_steps(policy, state, views, steps)
+    sim = drive(policy, state, views, steps)
     run = controller_choices(nodes, pods, steps)
     assert len(steps) < len(pods) / 3  # several jobs per step
     assert run.choices == sim  # the same node and the same GPUs for every job
